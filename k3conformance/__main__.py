@@ -1,0 +1,3 @@
+from k3conformance.cli import main
+
+raise SystemExit(main())

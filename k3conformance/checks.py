@@ -1,0 +1,30 @@
+"""Failing a check with a message that says what was expected, what came back, and which
+layer of the serving stack is likely at fault (`parser`, `api`, `model`, `infra`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Layer = Literal["parser", "api", "model", "infra"]
+EXCERPT_CHARS = 200
+
+
+def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit // 2] + " … " + text[-limit // 2 :]
+
+
+class ConformanceFailure(AssertionError):
+    def __init__(self, layer: Layer, expected: str, got: object, hint: str = "") -> None:
+        self.layer = layer
+        message = f"[layer: {layer}] expected {expected}; got: {excerpt(got)}"
+        if hint:
+            message += f"\n  try: {hint}"
+        super().__init__(message)
+
+
+def expect(condition: bool, *, layer: Layer, expected: str, got: object, hint: str = "") -> None:
+    __tracebackhide__ = True
+    if not condition:
+        raise ConformanceFailure(layer, expected, got, hint)

@@ -1,0 +1,225 @@
+"""Sends chat requests through the official `openai` SDK, with retries and error classes.
+
+Every request either yields a `Completion` or a `RequestError` whose class says who is
+to blame: `infra` (transport, timeout, 429, 5xx, dropped stream: retried, never scored
+as a wrong answer) or `api` (the server rejected the request with a 4xx). Whether the
+completion itself is right is for the suites to judge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import openai
+
+from k3conformance.completion import Completion, StreamAssembler, from_message
+from k3conformance.errors import ErrorClass, RequestError
+
+T = TypeVar("T")
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+MAX_RETRY_AFTER_S = 300.0
+MAX_BACKOFF_S = 60.0
+EXCERPT_CHARS = 500
+
+
+class TransportFault(Exception):
+    """The response broke off or came back unreadable: a dropped connection, a stream
+    that closed without a finish_reason, a frame that is not JSON, an error event."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+async def _guarded(pending: Awaitable[T]) -> T:
+    try:
+        return await pending
+    except (openai.APIError, StopAsyncIteration):
+        raise
+    except Exception as error:
+        # The SDK leaves errors of its HTTP library unwrapped while a body is read (and,
+        # seen with httpx2, sometimes while connecting).
+        raise TransportFault(type(error).__name__, str(error) or type(error).__name__) from error
+
+
+async def sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The data of each server-sent event (multi-line data joined), in order."""
+    data: list[str] = []
+    while True:
+        try:
+            line = await _guarded(lines.__anext__())
+        except StopAsyncIteration:
+            break
+        if not line:
+            if data:
+                yield "\n".join(data)
+                data = []
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+    if data:
+        yield "\n".join(data)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    retries: int
+    base_delay_s: float
+
+    def delay(self, attempt: int, retry_after_s: float | None) -> float:
+        if retry_after_s is not None:
+            return min(retry_after_s, MAX_RETRY_AFTER_S)
+        # Full jitter: concurrent requests that failed together do not retry together.
+        return random.uniform(0, min(MAX_BACKOFF_S, self.base_delay_s * 2**attempt))
+
+
+def retry_after_seconds(response: Any) -> float | None:
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+def _excerpt(text: str | None) -> str | None:
+    if text is None:
+        return None
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "…"
+
+
+def _status_error_message(error: openai.APIStatusError) -> tuple[str, str | None]:
+    body = error.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, dict) else None
+        return (str(message) if message else error.message), _excerpt(json.dumps(body, default=str))
+    return error.message, _excerpt(str(body) if body is not None else None)
+
+
+class EndpointClient:
+    """One `AsyncOpenAI` client per process, bounded to `concurrency` requests in flight."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        timeout_s: float,
+        concurrency: int,
+        retry: RetryPolicy,
+    ) -> None:
+        self._sdk = openai.AsyncOpenAI(
+            base_url=base_url,
+            # The SDK insists on a key; servers without auth ignore the header.
+            api_key=api_key or "EMPTY",
+            timeout=timeout_s,
+            # We retry ourselves: the SDK's retries cannot see a stream dropped half-way.
+            max_retries=0,
+        )
+        self._slots = asyncio.Semaphore(concurrency)
+        self._retry = retry
+
+    @property
+    def sdk(self) -> openai.AsyncOpenAI:
+        return self._sdk
+
+    async def close(self) -> None:
+        await self._sdk.close()
+
+    async def chat(self, body: dict[str, Any]) -> tuple[Completion | RequestError, int]:
+        """Send one chat request (streamed when `body["stream"]`), retrying infrastructure
+        failures. Returns the outcome and the number of attempts made."""
+        attempts = 0
+        while True:
+            attempts += 1
+            retry_after: float | None = None
+            try:
+                async with self._slots:
+                    return await self._send_once(body), attempts
+            except openai.APIStatusError as error:
+                message, excerpt = _status_error_message(error)
+                failure = RequestError(
+                    ErrorClass.INFRA if error.status_code in RETRYABLE_STATUS else ErrorClass.API,
+                    type(error).__name__,
+                    message,
+                    attempts,
+                    error.status_code,
+                    excerpt,
+                )
+                if failure.error_class is ErrorClass.API:
+                    return failure, attempts
+                retry_after = retry_after_seconds(error.response)
+            except openai.APITimeoutError as error:
+                failure = RequestError(ErrorClass.INFRA, "Timeout", str(error), attempts)
+            except openai.APIConnectionError as error:
+                cause = error.__cause__
+                detail = f"{error} ({type(cause).__name__}: {cause})" if cause else str(error)
+                failure = RequestError(ErrorClass.INFRA, "ConnectionError", detail, attempts)
+            except TransportFault as error:
+                # The server broke off mid-answer, which says nothing about the model.
+                failure = RequestError(ErrorClass.INFRA, error.kind, str(error), attempts)
+            if attempts > self._retry.retries:
+                return failure, attempts
+            await asyncio.sleep(self._retry.delay(attempts - 1, retry_after))
+
+    async def _send_once(self, body: dict[str, Any]) -> Completion:
+        """One attempt. The SDK builds and sends the request and turns HTTP errors into its
+        exceptions; the body is read raw, so that what the server really sent (null
+        fields, frame order, repeated tool names) reaches the checks unchanged and no
+        per-frame objects are built."""
+        started = time.monotonic()
+        stream = bool(body.get("stream"))
+        # The body goes out exactly as recorded, through `extra_body`, which the SDK merges
+        # into the JSON as it is; its typed parameters it would walk and transform, which
+        # costs a third of the client's CPU on short requests.
+        request = self._sdk.chat.completions.with_streaming_response.create(
+            model=body["model"], messages=[], stream=stream, extra_body=body
+        )
+        response = await _guarded(request.__aenter__())
+        try:
+            if not stream:
+                raw = await _guarded(response.read())
+                return from_message(_json_object(raw, "response"), started)
+            assembler = StreamAssembler(started)
+            async for data in sse_data(response.iter_lines()):
+                # Read on past [DONE] to the end of the body: a connection left unread
+                # cannot be reused, and a new connection per request costs both sides.
+                if assembler.stats.done_marker:
+                    continue
+                if data.strip() == "[DONE]":
+                    assembler.stats.done_marker = True
+                    continue
+                frame = _json_object(data, "stream frame")
+                if "error" in frame and not frame.get("choices"):
+                    raise TransportFault("ErrorEvent", f"the server sent an error mid-stream: {_excerpt(json.dumps(frame))}")
+                assembler.feed(frame)
+        finally:
+            await request.__aexit__(None, None, None)
+        if not assembler.finished:
+            raise TransportFault(
+                "IncompleteStream", f"the stream closed after {assembler.stats.frames} frame(s) without a finish_reason"
+            )
+        return assembler.result()
+
+
+def _json_object(raw: str | bytes, what: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        text = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+        raise TransportFault("MalformedJSON", f"the {what} is not JSON: {_excerpt(text)}") from None
+    if not isinstance(parsed, dict):
+        raise TransportFault("MalformedJSON", f"the {what} is not a JSON object: {_excerpt(str(parsed))}")
+    return parsed

@@ -1,0 +1,208 @@
+"""Finding out what we talk to before any item runs.
+
+Starts the embedded reference deployment when asked to, checks that the endpoint
+answers, accepts the key and serves the model, and collects what the server says about
+itself. Each failure becomes one `EndpointError` that says what was tried, why it
+failed and what to do.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+from typing import IO, Any
+
+import aiohttp
+import openai
+
+from k3conformance.endpoint_info import ResolvedEndpoint
+from k3conformance.endpoint_url import is_reference, parse_reference_profile, server_root, strip_credentials
+from k3conformance.options import Settings
+
+PREFLIGHT_TIMEOUT_S = 30.0
+SERVER_INFO_TIMEOUT_S = 10.0
+REFERENCE_START_TIMEOUT_S = 60.0
+# SGLang's server_info echoes its own arguments, `api_key` among them.
+_SECRET_KEY = re.compile(r"key|token|secret|password|passwd|credential|auth", re.IGNORECASE)
+REDACTED = "<redacted>"
+
+
+class EndpointError(Exception):
+    """The endpoint cannot be used; the message is meant for the person at the terminal."""
+
+
+class ReferenceProcess:
+    """`k3conformance serve` in a child process; it exits when our end of its stdin closes,
+    so it cannot outlive this process even after a crash."""
+
+    def __init__(self, profile: str) -> None:
+        command = [sys.executable, "-m", "k3conformance", "serve", "--profile", profile, "--port", "0", "--exit-with-stdin"]
+        self.profile = profile
+        # A file, not a pipe: nobody reads the server's log while it runs, and a full
+        # pipe would stall it.
+        self._log = tempfile.TemporaryFile(mode="w+")
+        self._process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+        )
+        self.url = self._read_url()
+
+    def _read_url(self) -> str:
+        lines: list[str] = []
+        stdout: IO[str] = self._process.stdout  # type: ignore[assignment]
+        reader = threading.Thread(target=lambda: lines.append(stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(REFERENCE_START_TIMEOUT_S)
+        url = lines[0].strip() if lines else ""
+        if not url.startswith("http"):
+            self.stop()
+            self._log.seek(0)
+            stderr = self._log.read()
+            raise EndpointError(
+                "The embedded reference deployment did not start "
+                f"(`{sys.executable} -m k3conformance serve --profile {self.profile}`):\n{stderr.strip()[-2000:]}"
+            )
+        return url
+
+    def stop(self) -> None:
+        if self._process.poll() is None:
+            if self._process.stdin:
+                self._process.stdin.close()
+            try:
+                self._process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        if self._process.stdout:
+            self._process.stdout.close()
+
+
+def redact_secrets(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            key: (REDACTED if _SECRET_KEY.search(str(key)) and item not in (None, "", False) else redact_secrets(item))
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [redact_secrets(item) for item in value]
+    return value
+
+
+async def preflight(settings: Settings, base_url: str) -> ResolvedEndpoint:
+    display = strip_credentials(base_url)
+    client = openai.AsyncOpenAI(
+        base_url=base_url, api_key=settings.api_key or "EMPTY", timeout=PREFLIGHT_TIMEOUT_S,
+        max_retries=min(settings.retries, 2),
+    )
+    try:
+        served = await _served_models(client, display, settings)
+    finally:
+        await client.close()
+    model = _choose_model(served, settings.model, display)
+    info = await fetch_server_info(base_url, settings.api_key)
+    return ResolvedEndpoint(
+        base_url=base_url,
+        display_url=display,
+        model=model,
+        served_models=[entry["id"] for entry in served],
+        server_info=info,
+        simulator=_says_simulator(info, served),
+    )
+
+
+def _says_simulator(info: dict[str, Any], served: list[dict[str, Any]]) -> bool:
+    reported = any(isinstance(payload, dict) and payload.get("simulator") for payload in info.values())
+    return reported or any("simulator" in str(entry.get("owned_by", "")) for entry in served)
+
+
+async def _served_models(client: openai.AsyncOpenAI, display: str, settings: Settings) -> list[dict[str, Any]]:
+    tried = f"GET {display}/models"
+    try:
+        page = await client.models.list()
+    except openai.AuthenticationError as error:
+        source = "--k3-api-key" if settings.api_key else "no key (set K3_API_KEY or --k3-api-key)"
+        raise EndpointError(
+            f"The endpoint rejected the credentials: {tried} answered HTTP {error.status_code}. "
+            f"Sent: {source}. Check the key the server was started with (--api-key)."
+        ) from None
+    except openai.NotFoundError:
+        raise EndpointError(
+            f"{tried} answered HTTP 404: this is not the base of an OpenAI-compatible API. "
+            "The URL usually ends in /v1, e.g. http://host:30000/v1."
+        ) from None
+    except openai.APIStatusError as error:
+        raise EndpointError(f"{tried} answered HTTP {error.status_code}: {error.message}") from None
+    except (openai.APIConnectionError, openai.APITimeoutError) as error:
+        cause = error.__cause__
+        reason = f"{type(cause).__name__}: {cause}" if cause else str(error)
+        raise EndpointError(
+            f"Cannot reach the K3 endpoint: {tried} failed ({reason}). Is the server running and the URL "
+            "right? Without a cluster, use --k3-endpoint reference (a simulator)."
+        ) from None
+    served = [model.model_dump() for model in page.data]
+    if not served:
+        raise EndpointError(f"{tried} lists no models: the server is up but serves nothing yet.")
+    return served
+
+
+def _choose_model(served: list[dict[str, Any]], wanted: str | None, display: str) -> str:
+    ids = [entry["id"] for entry in served]
+    if wanted is None:
+        return str(ids[0])
+    if wanted not in ids:
+        raise EndpointError(
+            f"Model {wanted!r} is not served by {display}; it serves: {', '.join(ids)}. "
+            "Pass one of those to --k3-model, or leave it out to use the first."
+        )
+    return wanted
+
+
+async def fetch_server_info(base_url: str, api_key: str | None) -> dict[str, Any]:
+    """What the server says about itself: SGLang's `/get_server_info` (its launch
+    arguments) or vLLM's `/version`. Best effort; secrets are redacted."""
+    root = server_root(base_url)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    found: dict[str, Any] = {}
+    timeout = aiohttp.ClientTimeout(total=SERVER_INFO_TIMEOUT_S)
+    async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
+        for route in ("/get_server_info", "/server_info", "/version"):
+            try:
+                async with session.get(root + route) as response:
+                    if response.status != 200:
+                        continue
+                    payload = await response.json(content_type=None)
+            except (aiohttp.ClientError, TimeoutError, ValueError):
+                continue
+            if isinstance(payload, dict):
+                found[route.lstrip("/")] = redact_secrets(payload)
+                if route != "/version":
+                    break
+    return found
+
+
+def start_endpoint(settings: Settings, loop_run: Any) -> tuple[ResolvedEndpoint, ReferenceProcess | None]:
+    """Start the reference deployment if asked for, then preflight. `loop_run` runs a
+    coroutine to completion on the plugin's background loop."""
+    reference: ReferenceProcess | None = None
+    base_url = settings.endpoint
+    profile: str | None = None
+    if is_reference(settings.endpoint):
+        profile = parse_reference_profile(settings.endpoint)
+        reference = ReferenceProcess(profile)
+        base_url = reference.url
+    try:
+        resolved: ResolvedEndpoint = loop_run(preflight(settings, base_url))
+    except BaseException:
+        if reference is not None:
+            reference.stop()
+        raise
+    if reference is not None:
+        resolved.simulator = True
+        resolved.reference_profile = profile
+    return resolved, reference

@@ -1,0 +1,37 @@
+"""Endpoint URLs: the `reference` pseudo-endpoint, and URLs made safe to show and store."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+REFERENCE = "reference"
+DEFAULT_REFERENCE_PROFILE = "tp8"
+
+
+def is_reference(endpoint: str) -> bool:
+    return endpoint == REFERENCE or endpoint.startswith(REFERENCE + ":")
+
+
+def parse_reference_profile(endpoint: str) -> str:
+    """`reference` -> `tp8`; `reference:NAME` -> `NAME`, checked against the known profiles."""
+    from k3conformance.reference.profiles import get_profile
+
+    name = endpoint.partition(":")[2] or DEFAULT_REFERENCE_PROFILE
+    return get_profile(name).name
+
+
+def strip_credentials(url: str) -> str:
+    """Drop user:password from a URL and any query string (keys hide there too)."""
+    parts = urlsplit(url)
+    if parts.hostname is None:
+        return url
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def server_root(base_url: str) -> str:
+    """The server's root for its native routes (`/get_server_info`, `/version`): the base URL
+    without a trailing `/v1`."""
+    trimmed = base_url.rstrip("/")
+    return trimmed.removesuffix("/v1")

@@ -1,0 +1,302 @@
+"""Command-line options, their ini fallbacks and environment variables, resolved into `Settings`.
+
+Precedence for every option: command line, then environment variable (where one
+exists), then `[tool.pytest.ini_options]`, then the built-in default. Values are
+parsed by the same functions everywhere, so a bad value fails before any item runs
+with a usage message that names where it came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar, cast
+from urllib.parse import urlsplit
+
+import pytest
+
+from k3conformance.endpoint_url import REFERENCE, parse_reference_profile
+
+T = TypeVar("T")
+
+ThinkMode = Literal["opensource", "kimi"]
+Effort = Literal["low", "high", "max"]
+EFFORTS: tuple[Effort, ...] = ("low", "high", "max")
+THINK_MODES: tuple[ThinkMode, ...] = ("opensource", "kimi")
+
+_SHAPE_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def temperature(text: str) -> float:
+    value = non_negative_float(text)
+    if value > 2:
+        raise argparse.ArgumentTypeError(f"expected a temperature between 0 and 2, got {text!r}")
+    return value
+
+
+def top_p(text: str) -> float:
+    value = positive_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"expected top_p in (0, 1], got {text!r}")
+    return value
+
+
+def endpoint(text: str) -> str:
+    """`reference`, `reference:PROFILE`, or the http(s) base URL of an OpenAI-compatible API."""
+    if text == REFERENCE or text.startswith(REFERENCE + ":"):
+        try:
+            parse_reference_profile(text)
+        except KeyError as error:
+            raise argparse.ArgumentTypeError(str(error.args[0])) from None
+        return text
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(
+            f"expected 'reference', 'reference:PROFILE' or an http(s) base URL such as "
+            f"http://host:30000/v1, got {text!r}"
+        )
+    return text.rstrip("/")
+
+
+def shape_label(text: str) -> str:
+    # The label names a directory under the results dir: no separators, no dot-dot.
+    if not _SHAPE_LABEL.match(text) or ".." in text:
+        raise argparse.ArgumentTypeError(
+            f"expected a label of letters, digits and . _ + - (such as tp8 or dp4-ep32-megamoe), got {text!r}"
+        )
+    return text
+
+
+def choice(*allowed: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in allowed:
+            raise argparse.ArgumentTypeError(f"expected one of {', '.join(allowed)}, got {text!r}")
+        return text
+
+    return parse
+
+
+def text_value(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a non-empty value")
+    return text
+
+
+def boolean(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+@dataclass(frozen=True)
+class OptionSpec(Generic[T]):
+    """One option: its flag, ini key, parser, default and help text."""
+
+    name: str
+    parse: Callable[[str], T]
+    default: T
+    help: str
+    env: tuple[str, ...] = ()
+    ini: bool = True
+    flag_only: bool = False
+
+    @property
+    def flag(self) -> str:
+        return "--k3-" + self.name.replace("_", "-")
+
+    @property
+    def dest(self) -> str:
+        return "k3_" + self.name
+
+
+OPTIONS: tuple[OptionSpec[Any], ...] = (
+    OptionSpec(
+        "endpoint",
+        endpoint,
+        REFERENCE,
+        "Base URL of the OpenAI-compatible API (e.g. http://host:30000/v1), or 'reference' / "
+        "'reference:PROFILE' for the embedded reference deployment, a simulator (default: reference)",
+        env=("K3_ENDPOINT",),
+    ),
+    OptionSpec("model", text_value, None, "Model id to request (default: the first id from /v1/models)", env=("K3_MODEL",)),
+    OptionSpec(
+        "api_key",
+        text_value,
+        None,
+        "API key sent as a bearer token (default: $K3_API_KEY, then $OPENAI_API_KEY); never written anywhere",
+        env=("K3_API_KEY", "OPENAI_API_KEY"),
+        # A key in pyproject.toml ends up in version control: the environment is the place for it.
+        ini=False,
+    ),
+    OptionSpec(
+        "shape",
+        shape_label,
+        None,
+        "Label of the deployment shape, e.g. tp8, tp32-ep32, dp4-ep32-megamoe (default: reference-PROFILE "
+        "for the reference deployment, else 'unlabelled')",
+        env=("K3_SHAPE",),
+    ),
+    OptionSpec("results_dir", Path, Path("results"), "Directory that stores runs, one folder per shape (default: results)"),
+    OptionSpec(
+        "think_mode",
+        choice(*THINK_MODES),
+        "opensource",
+        "How thinking is requested: 'opensource' sends chat_template_kwargs, 'kimi' sends Kimi's thinking "
+        "object; reasoning_effort is sent in both (default: opensource)",
+    ),
+    OptionSpec("reasoning_effort", choice(*EFFORTS), "max", "Reasoning effort: low, high or max (default: max)"),
+    OptionSpec("concurrency", positive_int, 16, "Requests in flight per process (default: 16)"),
+    OptionSpec(
+        "timeout",
+        positive_float,
+        900.0,
+        "Seconds to wait for the next byte of a response before retrying it (default: 900)",
+    ),
+    OptionSpec(
+        "retries",
+        non_negative_int,
+        3,
+        "Retries of a request after transport errors, timeouts, 429 and 5xx (default: 3)",
+    ),
+    OptionSpec("backoff", non_negative_float, 1.0, "Base delay in seconds of the exponential retry backoff (default: 1)"),
+    OptionSpec("samples", positive_int, 1, "Samples per item for suites that sample (default: 1)"),
+    OptionSpec("limit", positive_int, None, "Items per suite (default: all)"),
+    OptionSpec("max_tokens", positive_int, None, "Generation budget per request (default: each suite's own)"),
+    OptionSpec("temperature", temperature, 1.0, "Sampling temperature (default: 1.0, the model card's)"),
+    OptionSpec("top_p", top_p, 0.95, "Nucleus sampling top_p (default: 0.95, the model card's)"),
+    OptionSpec("seed", non_negative_int, 1234, "Base seed; sample i of an item is requested with seed + i (default: 1234)"),
+    OptionSpec(
+        "resume",
+        boolean,
+        False,
+        "Continue the latest incomplete run of this shape, re-sending only unfinished requests",
+        flag_only=True,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every option resolved and validated; shipped to xdist workers as plain values."""
+
+    endpoint: str
+    model: str | None
+    api_key: str | None = field(repr=False)
+    shape: str | None
+    results_dir: Path
+    think_mode: ThinkMode
+    reasoning_effort: Effort
+    concurrency: int
+    timeout: float
+    retries: int
+    backoff: float
+    samples: int
+    limit: int | None
+    max_tokens: int | None
+    temperature: float
+    top_p: float
+    seed: int
+    resume: bool
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("k3conformance", "Kimi K3 deployment conformance")
+    for spec in OPTIONS:
+        if spec.flag_only:
+            group.addoption(spec.flag, action="store_true", dest=spec.dest, default=None, help=spec.help)
+        else:
+            group.addoption(spec.flag, dest=spec.dest, type=spec.parse, default=None, help=spec.help)
+        if spec.ini:
+            parser.addini(spec.dest, spec.help, default=None)
+
+
+def resolve_settings(config: pytest.Config) -> Settings:
+    values: dict[str, Any] = {}
+    for spec in OPTIONS:
+        values[spec.name] = _resolve(config, spec)
+    return Settings(**values)
+
+
+def _resolve(config: pytest.Config, spec: OptionSpec[T]) -> T:
+    cli_value = config.getoption(spec.dest)
+    if cli_value is not None:
+        return cast(T, cli_value)
+    for variable in spec.env:
+        raw = os.environ.get(variable)
+        if raw:
+            return _parse(spec, raw, f"environment variable {variable}")
+    if spec.ini:
+        raw_ini = config.getini(spec.dest)
+        if raw_ini not in (None, ""):
+            return _parse(spec, str(raw_ini), f"ini option {spec.dest} in {config.inipath or 'the ini file'}")
+    return spec.default
+
+
+def _parse(spec: OptionSpec[T], raw: str, origin: str) -> T:
+    try:
+        return spec.parse(raw)
+    except argparse.ArgumentTypeError as error:
+        raise pytest.UsageError(f"{origin} (for {spec.flag}): {error}") from None
+
+
+def settings_to_wire(settings: Settings) -> dict[str, Any]:
+    """Plain JSON-able values for xdist's workerinput; the API key travels over the
+    execnet channel, never to disk."""
+    wire: dict[str, Any] = {}
+    for item in fields(settings):
+        value = getattr(settings, item.name)
+        wire[item.name] = str(value) if isinstance(value, Path) else value
+    return wire
+
+
+def settings_from_wire(wire: dict[str, Any]) -> Settings:
+    values = dict(wire)
+    values["results_dir"] = Path(values["results_dir"])
+    return Settings(**values)

@@ -1,0 +1,132 @@
+"""What each test of a suite came to, and the per-suite tally.
+
+The process that runs a test attaches a small plain-data outcome to its report
+(`report.user_properties`), which xdist forwards to the controller; the controller (or
+the single process) tallies them per suite. Infrastructure errors are their own kind:
+they never count as a wrong answer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pytest
+
+from k3conformance.probes import InfrastructureError, Probe
+
+USER_PROPERTY = "k3conformance"
+EXCERPT_CHARS = 400
+_LAYER = re.compile(r"\[layer: (\w+)\]")
+
+PASSED = "passed"
+FAILED = "failed"
+INFRA = "infra_error"
+ERROR = "error"
+SKIPPED = "skipped"
+
+
+def probe_of(item: pytest.Item) -> Probe | None:
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return None
+    for value in callspec.params.values():
+        if isinstance(value, Probe):
+            return value
+    return None
+
+
+def suite_of(item: pytest.Item) -> str | None:
+    probe = probe_of(item)
+    if probe is not None:
+        return probe.suite
+    marker = item.get_closest_marker("k3_suite")
+    return str(marker.args[0]) if marker and marker.args else None
+
+
+def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> dict[str, Any] | None:
+    """The outcome of a suite test, once per test: from its call phase, or from a setup
+    that did not let it get there."""
+    suite = suite_of(item)
+    if suite is None:
+        return None
+    if report.when == "setup" and report.passed:
+        return None
+    if report.when == "teardown":
+        return None
+    probe = probe_of(item)
+    kind, layer = PASSED, None
+    message = ""
+    if report.skipped:
+        kind = SKIPPED
+    elif report.failed:
+        excinfo = call.excinfo
+        message = str(excinfo.value) if excinfo is not None else str(report.longrepr)
+        if excinfo is not None and excinfo.errisinstance(InfrastructureError):
+            kind, layer = INFRA, "infra"
+        elif report.when == "call" and excinfo is not None and excinfo.errisinstance(AssertionError):
+            kind = FAILED
+            found = _LAYER.search(message)
+            layer = found.group(1) if found else None
+        else:
+            kind = ERROR
+    return {
+        "suite": suite,
+        # Tests without a probe (e.g. the model listing) are tests, not items.
+        "item": probe.item if probe else None,
+        "test": item.originalname if isinstance(item, pytest.Function) else item.name,
+        "outcome": kind,
+        "layer": layer,
+        "message": message[:EXCERPT_CHARS],
+    }
+
+
+@dataclass
+class SuiteTally:
+    tests: int = 0
+    passed: int = 0
+    failed: int = 0
+    infra_errors: int = 0
+    errors: int = 0
+    skipped: int = 0
+    items: set[str] = field(default_factory=set)
+    layers: dict[str, int] = field(default_factory=dict)
+    first_failures: dict[str, str] = field(default_factory=dict)
+
+    def add(self, outcome: dict[str, Any], nodeid: str) -> None:
+        self.tests += 1
+        if outcome["item"] is not None:
+            self.items.add(outcome["item"])
+        kind = outcome["outcome"]
+        if kind == PASSED:
+            self.passed += 1
+        elif kind == FAILED:
+            self.failed += 1
+            layer = outcome["layer"] or "unattributed"
+            self.layers[layer] = self.layers.get(layer, 0) + 1
+            self.first_failures.setdefault(outcome["test"], f"{nodeid}: {outcome['message']}")
+        elif kind == INFRA:
+            self.infra_errors += 1
+        elif kind == SKIPPED:
+            self.skipped += 1
+        else:
+            self.errors += 1
+
+    @property
+    def score(self) -> float | None:
+        """Share of scored tests that passed; infrastructure errors are not scored."""
+        scored = self.passed + self.failed
+        return self.passed / scored if scored else None
+
+    def to_summary(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["items"] = len(self.items)
+        data["score"] = self.score
+        return data
+
+
+def tally_report(tallies: dict[str, SuiteTally], report: pytest.TestReport) -> None:
+    for name, value in report.user_properties:
+        if name == USER_PROPERTY and isinstance(value, dict):
+            tallies.setdefault(value["suite"], SuiteTally()).add(value, report.nodeid)

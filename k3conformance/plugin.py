@@ -1,0 +1,224 @@
+"""The pytest plugin: options, hooks and fixtures, wired to the modules that do the work."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from k3conformance.endpoint_info import ResolvedEndpoint
+from k3conformance.options import Settings, add_options, resolve_settings
+from k3conformance.outcomes import USER_PROPERTY, classify, probe_of, tally_report
+from k3conformance.probes import InfrastructureError, Probe, ProbeResult
+from k3conformance.records import STATUS_COMPLETE, STATUS_RUNNING, utc_now
+from k3conformance.report import SIMULATOR_NOTICE, failure_lines, header_lines, suite_table
+from k3conformance.session import STASH_KEY, WORKEROUTPUT_KEY, RunState
+
+# A conftest that sets this marks its directory as k3conformance suites: the endpoint
+# is then resolved and checked before anything runs, and shown in the header.
+SUITES_MARKER = "K3CONFORMANCE_SUITES"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "k3_suite(name): the k3conformance suite a test belongs to")
+    state = RunState.for_process(config, resolve_settings(config))
+    config.stash[STASH_KEY] = state
+    config.pluginmanager.register(RunHooks(state), "k3conformance-run")
+    if config.pluginmanager.hasplugin("xdist") and state.role != "worker":
+        from k3conformance.xdist_hooks import XdistHooks
+
+        config.pluginmanager.register(XdistHooks(state, config), "k3conformance-xdist")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(STASH_KEY, None)
+    if state is not None:
+        state.close()
+
+
+def _state(config: pytest.Config) -> RunState:
+    return config.stash[STASH_KEY]
+
+
+def _resolve_up_front(config: pytest.Config) -> bool:
+    if config.option.collectonly:
+        return False
+    if config.getoption("k3_endpoint") is not None:
+        return True
+    return any(getattr(plugin, SUITES_MARKER, False) for plugin in config.pluginmanager.get_plugins())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    state = _state(session.config)
+    if state.role == "worker":
+        return
+    # xdist registers its controller during configure, possibly after our configure ran.
+    state.role = "controller" if session.config.pluginmanager.hasplugin("dsession") else "single"
+    if not _resolve_up_front(session.config):
+        return
+    state.ensure_endpoint()
+    state.ensure_results_dir()
+    state.write_summary(STATUS_RUNNING)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    state = _state(config)
+    return header_lines(state.settings, state.shape, state.run_dir, state.endpoint, state.resumed)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    limit = _state(config).settings.limit
+    if limit is None:
+        return
+    kept_items: dict[str, list[str]] = {}
+    selected: list[pytest.Item] = []
+    deselected: list[pytest.Item] = []
+    for item in items:
+        probe = probe_of(item)
+        if probe is None:
+            selected.append(item)
+            continue
+        chosen = kept_items.setdefault(probe.suite, [])
+        if probe.item in chosen or len(chosen) < limit:
+            if probe.item not in chosen:
+                chosen.append(probe.item)
+            selected.append(item)
+        else:
+            deselected.append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = selected
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
+    state = _state(session.config)
+    if state.role != "controller" and not session.config.option.collectonly:
+        _plan_requests(session, state)
+    return (yield)
+
+
+def _plan_requests(session: pytest.Session, state: RunState) -> None:
+    if not any(probe_of(item) for item in session.items):
+        return
+    runner = state.ensure_runner()
+    if state.role == "worker":
+        from k3conformance.xdist_share import share_of
+
+        workerinput: dict[str, Any] = session.config.workerinput  # type: ignore[attr-defined]
+        mine = share_of(session.items, workerinput) if state.share_known else []
+    else:
+        mine = session.items
+    probes = [probe for probe in map(probe_of, mine) if probe is not None]
+    for probe in probes:
+        _note_dataset(state, probe)
+    runner.plan(probes)
+
+
+def _note_dataset(state: RunState, probe: Probe) -> None:
+    entry = state.datasets.setdefault(probe.suite, {"items": []})
+    for key in ("dataset", "dataset_sha256"):
+        if key in probe.data:
+            entry[key] = probe.data[key]
+    if probe.item not in entry["items"]:
+        entry["items"].append(probe.item)
+
+
+@pytest.fixture(scope="session")
+def k3_settings(pytestconfig: pytest.Config) -> Settings:
+    """The resolved k3conformance options (the API key is not shown in its repr)."""
+    return _state(pytestconfig).settings
+
+
+@pytest.fixture(scope="session")
+def k3_endpoint(pytestconfig: pytest.Config) -> ResolvedEndpoint:
+    """The endpoint under test: URL, model, served models and what the server reports."""
+    return _state(pytestconfig).ensure_endpoint()
+
+
+@pytest.fixture
+def k3_result(request: pytest.FixtureRequest) -> ProbeResult:
+    """The responses to this test's probe (the `Probe` it is parametrized with)."""
+    probe = probe_of(request.node)
+    if probe is None:
+        raise TypeError(f"{request.node.nodeid}: k3_result needs a test parametrized with a k3conformance.Probe")
+    state = _state(request.config)
+    runner = state.ensure_runner()
+    result = runner.result(probe)
+    request.addfinalizer(lambda: runner.release(probe))
+    if result.infra_errors:
+        details = "; ".join(error.describe() for error in result.infra_errors[:3])
+        raise InfrastructureError(
+            f"[layer: infra] {probe.suite}/{probe.item}: not scored, the endpoint failed: {details}. "
+            "The run is marked incomplete; rerun with --k3-resume to send only the missing requests."
+        )
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    outcome = classify(item, call, report)
+    if outcome is not None:
+        report.user_properties.append((USER_PROPERTY, outcome))
+    if call.excinfo is not None and call.excinfo.errisinstance(InfrastructureError):
+        # The endpoint failed, not our code: the message is the whole story.
+        report.longrepr = str(call.excinfo.value)
+    return report
+
+
+class RunHooks:
+    """Hooks that need the run state but receive no config (reports, summaries); one
+    instance is registered per pytest config."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # Under xdist this runs on the worker (which writes the record) and again on the
+        # controller (which tallies); a single process does both.
+        state = self.state
+        for name, value in report.user_properties:
+            if name == USER_PROPERTY and isinstance(value, dict) and state.role != "controller" and state.writer:
+                state.writer.write({"kind": "outcome", "nodeid": report.nodeid, "written_at": utc_now(), **value})
+        if state.role != "worker":
+            tally_report(state.tallies, report)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        state = self.state
+        if state.role == "worker":
+            workeroutput: dict[str, Any] = session.config.workeroutput  # type: ignore[attr-defined]
+            workeroutput[WORKEROUTPUT_KEY] = {"stats": vars(state.stats), "datasets": state.datasets}
+            return
+        stopped_early = bool(session.shouldstop or session.shouldfail)
+        state.status = state.final_status(exitstatus, stopped_early)
+        state.write_summary(state.status, int(exitstatus))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        state = self.state
+        if state.role == "worker" or not (state.tallies or state.stats.sent or state.stats.resumed):
+            return
+        write = terminalreporter.write_line
+        terminalreporter.section("k3conformance")
+        if state.tallies:
+            for line in suite_table(state.tallies).splitlines():
+                write(line)
+            for line in failure_lines(state.tallies):
+                write(line)
+        stats = state.stats
+        write(
+            f"requests: {stats.sent} sent ({stats.attempts} attempts), {stats.resumed} reused from an earlier "
+            f"session, {stats.infra_errors} infrastructure errors, {stats.api_errors} rejected (4xx)"
+        )
+        write(f"run {state.run_dir.name} ({state.status}): records in {state.run_dir}")
+        if state.status != STATUS_COMPLETE:
+            write("the run is not complete: rerun with --k3-resume to send only the missing requests", yellow=True)
+        if state.endpoint is not None and state.endpoint.simulator:
+            write(f"NOTE: {SIMULATOR_NOTICE}", yellow=True)

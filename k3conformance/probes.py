@@ -1,0 +1,100 @@
+"""What a suite item asks of the endpoint (`Probe`) and what came back (`ProbeResult`).
+
+A suite parametrizes its tests with probes; the plugin sends every probe's requests
+ahead of the tests, concurrently, and a test receives its probe's result through the
+`k3_result` fixture. Several tests may share one probe: its requests go out once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from k3conformance.completion import Completion
+from k3conformance.errors import ErrorClass, RequestError
+
+if TYPE_CHECKING:
+    from k3conformance.runner import Exchange
+
+Conversation = Callable[["Exchange"], Awaitable[None]]
+Outcome = Completion | RequestError
+
+
+@dataclass(frozen=True, eq=False)
+class Probe:
+    """One item of a suite.
+
+    `requests` maps a step name to a partial chat request (at least `messages`; the
+    plugin adds model, sampling, budget, seed and thinking parameters, and anything
+    given here wins). `conversation` instead drives several dependent requests, e.g. a
+    tool round trip; it calls `exchange.send(step, partial)` for each.
+    """
+
+    suite: str
+    item: str
+    requests: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    conversation: Conversation | None = None
+    # None: as many samples as --k3-samples; conformance probes pin this to 1.
+    samples: int | None = None
+    # The suite's generation budget; --k3-max-tokens overrides it.
+    max_tokens: int | None = None
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if bool(self.requests) == (self.conversation is not None):
+            raise ValueError(f"probe {self.key}: give either requests or a conversation")
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.suite, self.item)
+
+    def __str__(self) -> str:
+        return self.item
+
+
+class InfrastructureError(Exception):
+    """The endpoint could not be reached or kept failing: not the model's fault, not scored."""
+
+
+class ApiRejection(AssertionError):
+    """The server answered a request the suite considers valid with a 4xx."""
+
+
+@dataclass
+class SampleResult:
+    sample: int
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+
+
+@dataclass
+class ProbeResult:
+    probe: Probe
+    samples: list[SampleResult]
+
+    @property
+    def infra_errors(self) -> list[RequestError]:
+        return [
+            outcome
+            for sample in self.samples
+            for outcome in sample.outcomes.values()
+            if isinstance(outcome, RequestError) and outcome.error_class is ErrorClass.INFRA
+        ]
+
+    def outcome(self, step: str, sample: int = 0) -> Outcome:
+        return self.samples[sample].outcomes[step]
+
+    def completion(self, step: str, sample: int = 0) -> Completion:
+        """The completion of one step; a 4xx fails the test as an `api` fault."""
+        __tracebackhide__ = True
+        outcome = self.outcome(step, sample)
+        if isinstance(outcome, RequestError):
+            raise ApiRejection(
+                f"[layer: api] {self.probe.suite}/{self.probe.item} step {step!r}: expected a completion, "
+                f"the server rejected the request: {outcome.describe()}"
+                + (f"\n  body: {outcome.body}" if outcome.body else "")
+            )
+        return outcome
+
+    def completions(self, step: str) -> list[Completion]:
+        return [self.completion(step, sample.sample) for sample in self.samples]

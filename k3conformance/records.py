@@ -1,0 +1,162 @@
+"""Run records on disk: one folder per run under `results/<shape>/<run-id>/`.
+
+Each process appends JSON lines to its own `records-<process>.jsonl` and flushes every
+line as it is written, so a crash or Ctrl-C loses no finished record; a partial last
+line (the process died mid-write) is skipped on reading. The run's `summary.json` is
+replaced atomically (write, then rename), so it is never half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+SUMMARY_FILE = "summary.json"
+RECORDS_GLOB = "records-*.jsonl"
+STATUS_RUNNING = "running"
+STATUS_COMPLETE = "complete"
+STATUS_INCOMPLETE = "incomplete"
+STATUS_INTERRUPTED = "interrupted"
+
+RecordKey = tuple[str, str, int, str]
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def new_run_id() -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+def records_file(run_dir: Path, process: str) -> Path:
+    return run_dir / f"records-{process}.jsonl"
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with temporary.open("w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2, sort_keys=True, default=str)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def read_summary(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def latest_incomplete_run(shape_dir: Path) -> Path | None:
+    """The newest run of a shape that did not finish complete (no summary counts as
+    unfinished: the process was killed before writing one)."""
+    if not shape_dir.is_dir():
+        return None
+    for run_dir in sorted((p for p in shape_dir.iterdir() if p.is_dir()), reverse=True):
+        summary = read_summary(run_dir)
+        if summary is None or summary.get("status") != STATUS_COMPLETE:
+            return run_dir
+    return None
+
+
+def iter_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(byte offset, record) for every whole, valid line of a records file."""
+    with path.open("rb") as handle:
+        offset = 0
+        for raw in handle:
+            start, offset = offset, offset + len(raw)
+            if not raw.endswith(b"\n"):
+                break
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                yield start, record
+
+
+def iter_records(run_dir: Path, kind: str | None = None) -> Iterator[dict[str, Any]]:
+    for path in sorted(run_dir.glob(RECORDS_GLOB)):
+        for _, record in iter_lines(path):
+            if kind is None or record.get("kind") == kind:
+                yield record
+
+
+def record_key(record: dict[str, Any]) -> RecordKey:
+    return (record["suite"], record["item"], int(record["sample"]), record["step"])
+
+
+class RecordWriter:
+    """Appends records of one process; safe to call from the request loop and the test thread."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.Lock()
+        self._handle: IO[str] = path.open("a", encoding="utf-8")
+        if self._handle.tell() > 0 and not _ends_with_newline(path):
+            # The last run died mid-line: start ours on a line of its own.
+            self._handle.write("\n")
+        self.count = 0
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+        with self._lock:
+            self._handle.write(line)
+            self._handle.flush()
+            self.count += 1
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._handle.closed:
+                self._handle.close()
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with path.open("rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
+
+
+@dataclass(frozen=True)
+class _Location:
+    path: Path
+    offset: int
+    fingerprint: str
+
+
+class ResumeIndex:
+    """Where each finished response of an earlier session lies, so a resumed run reads it
+    back instead of sending it again. Only offsets stay in memory, not the outputs."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self._locations: dict[RecordKey, _Location] = {}
+        for path in sorted(run_dir.glob(RECORDS_GLOB)):
+            for offset, record in iter_lines(path):
+                if record.get("kind") != "response" or record.get("status") == "infra_error":
+                    continue
+                self._locations[record_key(record)] = _Location(path, offset, record["fingerprint"])
+
+    def __len__(self) -> int:
+        return len(self._locations)
+
+    def get(self, key: RecordKey, fingerprint: str) -> dict[str, Any] | None:
+        location = self._locations.get(key)
+        if location is None or location.fingerprint != fingerprint:
+            return None
+        with location.path.open("rb") as handle:
+            handle.seek(location.offset)
+            record: dict[str, Any] = json.loads(handle.readline())
+        return record

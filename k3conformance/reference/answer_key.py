@@ -1,0 +1,111 @@
+"""Fixture answers the simulator knows, found by the prompt text embedded in a request."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FIXTURES_ENV_VAR = "K3_FIXTURES_DIR"
+
+
+@dataclass(frozen=True)
+class ExpectedToolCall:
+    name: str
+    arguments: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class FixtureItem:
+    suite: str
+    id: str
+    prompt: str
+    answer: Any
+    reply: str
+    wrong_reply: str | None
+    graded: bool
+    tool_calls: tuple[ExpectedToolCall, ...]
+
+
+def default_fixtures_dir() -> Path:
+    override = os.environ.get(FIXTURES_ENV_VAR)
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parents[2] / "fixtures"
+
+
+class AnswerKey:
+    def __init__(self, items: Iterable[FixtureItem]) -> None:
+        self.items = tuple(items)
+        # Suites wrap prompts in templates, so a prompt is found as a substring. To
+        # avoid testing every prompt against every request, each prompt is filed
+        # under one interior word: interior words survive any wrapping intact.
+        self._by_anchor: dict[str, list[int]] = defaultdict(list)
+        self._always_checked: list[int] = []
+        for index, item in enumerate(self.items):
+            interior = item.prompt.split()[1:-1]
+            if interior:
+                self._by_anchor[max(interior, key=len)].append(index)
+            else:
+                self._always_checked.append(index)
+        self._cached_lookup = functools.lru_cache(maxsize=8192)(self._lookup)
+
+    @classmethod
+    def load(cls, directory: Path) -> AnswerKey:
+        if not directory.is_dir():
+            raise FileNotFoundError(f"fixtures directory not found: {directory}")
+        items: list[FixtureItem] = []
+        for path in sorted(directory.glob("*.json")):
+            items.extend(_parse_suite(path))
+        return cls(items)
+
+    def lookup(self, text: str) -> FixtureItem | None:
+        """The item whose prompt occurs in `text`; the longest prompt wins."""
+        return self._cached_lookup(text)
+
+    def _lookup(self, text: str) -> FixtureItem | None:
+        candidates = list(self._always_checked)
+        for word in set(text.split()):
+            candidates.extend(self._by_anchor.get(word, ()))
+        matches = [i for i in candidates if self.items[i].prompt and self.items[i].prompt in text]
+        # Ties go to the earliest loaded item so the choice never depends on set order.
+        best = min(matches, key=lambda i: (-len(self.items[i].prompt), i), default=None)
+        return None if best is None else self.items[best]
+
+
+def _parse_suite(path: Path) -> list[FixtureItem]:
+    document = json.loads(path.read_text(encoding="utf-8"))
+    suite = str(document.get("suite", path.stem))
+    try:
+        return [_parse_item(suite, raw) for raw in document["items"]]
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"{path}: malformed fixture: {error!r}") from error
+
+
+def _parse_item(suite: str, raw: Mapping[str, Any]) -> FixtureItem:
+    simulator: Mapping[str, Any] = raw.get("simulator") or {}
+    calls = tuple(
+        ExpectedToolCall(name=str(call["name"]), arguments=dict(call.get("arguments", {})))
+        for call in simulator.get("tool_calls", ())
+    )
+    wrong = simulator.get("wrong_reply")
+    return FixtureItem(
+        suite=suite,
+        id=str(raw["id"]),
+        prompt=str(raw["prompt"]),
+        answer=raw.get("answer"),
+        reply=str(simulator["reply"]) if "reply" in simulator else _answer_text(raw["answer"]),
+        wrong_reply=None if wrong is None else str(wrong),
+        graded=bool(simulator.get("graded", True)),
+        tool_calls=calls,
+    )
+
+
+def _answer_text(answer: Any) -> str:
+    # Structured answers are written as JSON rather than Python's repr, so a JSON reader can parse them.
+    return json.dumps(answer, ensure_ascii=False) if isinstance(answer, (dict, list)) else str(answer)

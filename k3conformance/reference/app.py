@@ -1,0 +1,158 @@
+"""The aiohttp application: Kimi K3's OpenAI-compatible routes in front of the simulator."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import itertools
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
+
+from k3conformance.reference.answer_key import AnswerKey, default_fixtures_dir
+from k3conformance.reference.identity import DEFAULT_MODEL_ID, SIMULATOR_OWNER, SIMULATOR_WARNING, package_version
+from k3conformance.reference.profiles import Profile
+from k3conformance.reference.simulator import InvalidRequest, Simulator
+from k3conformance.reference.wire import completion_object, stream_frames
+
+_log = logging.getLogger(__name__)
+# Writing every SSE frame separately dominates the cost of long streams, so frames
+# after the first go out in groups.
+_FRAMES_PER_WRITE = 32
+
+
+def error_response(status: int, message: str, param: str | None = None, code: str | None = None) -> web.Response:
+    error_type = "server_error" if status >= 500 else "invalid_request_error"
+    body = {"error": {"message": message, "type": error_type, "param": param, "code": code}}
+    return web.json_response(body, status=status)
+
+
+@web.middleware
+async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except web.HTTPException as error:
+        if error.status < 400:
+            raise
+        return error_response(error.status, f"{error.reason}: {request.method} {request.path}")
+    except Exception:
+        _log.exception("reference server failed on %s %s", request.method, request.path)
+        return error_response(500, "internal error in the k3conformance reference simulator")
+
+
+def _require_api_key(api_key: str) -> Middleware:
+    expected = f"Bearer {api_key}".encode()
+
+    @web.middleware
+    async def check_api_key(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path == "/v1" or request.path.startswith("/v1/"):
+            presented = request.headers.get("Authorization", "").encode("utf-8", "replace")
+            if not hmac.compare_digest(presented, expected):
+                return error_response(401, "missing or incorrect API key", code="invalid_api_key")
+        return await handler(request)
+
+    return check_api_key
+
+
+def _batches(frames: Iterator[str]) -> Iterator[bytes]:
+    while batch := list(itertools.islice(frames, _FRAMES_PER_WRITE)):
+        yield "".join(batch).encode()
+
+
+class _Routes:
+    def __init__(self, simulator: Simulator, latency_s: float) -> None:
+        self.simulator = simulator
+        self.profile = simulator.profile
+        self.model_id = simulator.model_id
+        self.latency_s = latency_s
+
+    async def models(self, request: web.Request) -> web.Response:
+        model = {
+            "id": self.model_id,
+            "object": "model",
+            "created": 0,
+            "owned_by": SIMULATOR_OWNER,
+            "k3conformance_simulator": {"profile": self.profile.name, "description": self.profile.description},
+        }
+        return web.json_response({"object": "list", "data": [model]})
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def server_info(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "simulator": True,
+                "warning": SIMULATOR_WARNING,
+                "profile": self.profile.name,
+                "model_path": self.model_id,
+                "served_model_name": self.model_id,
+                "tp_size": 8,
+                "reasoning_parser": "kimi_k3",
+                "tool_call_parser": "kimi_k3",
+                "version": package_version(),
+            }
+        )
+
+    async def version(self, request: web.Request) -> web.Response:
+        return web.json_response({"version": f"{SIMULATOR_OWNER} {package_version()}"})
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = await request.json()
+        except ValueError:
+            return error_response(400, "request body is not valid JSON")
+        if not isinstance(body, dict):
+            return error_response(400, "request body must be a JSON object")
+        try:
+            completion = self.simulator.complete(body)
+        except InvalidRequest as invalid:
+            return error_response(invalid.status, invalid.message, invalid.param, invalid.code)
+        envelope: dict[str, Any] = {
+            "response_id": f"chatcmpl-{uuid.uuid4().hex}",
+            "created": int(time.time()),
+            "model": self.model_id,
+            "faults": self.profile.faults,
+        }
+        if self.latency_s > 0:
+            await asyncio.sleep(self.latency_s)
+        if not body.get("stream"):
+            return web.json_response(completion_object(completion, **envelope))
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        frames = stream_frames(completion, include_usage=include_usage, **envelope)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        try:
+            await response.prepare(request)
+            await response.write(next(frames).encode())  # the first byte goes out alone, as a real server's would
+            for batch in _batches(frames):
+                await response.write(batch)
+            await response.write_eof()
+        except ConnectionResetError:
+            pass  # the client hung up; there is no one left to tell
+        return response
+
+
+def build_app(
+    profile: Profile,
+    *,
+    latency_s: float | None = None,
+    api_key: str | None = None,
+    model_id: str = DEFAULT_MODEL_ID,
+    fixtures_dir: Path | None = None,
+) -> web.Application:
+    answer_key = AnswerKey.load(fixtures_dir or default_fixtures_dir())
+    routes = _Routes(Simulator(profile, answer_key, model_id), profile.latency_s if latency_s is None else latency_s)
+    middlewares: list[Middleware] = [_json_errors] + ([_require_api_key(api_key)] if api_key else [])
+    app = web.Application(middlewares=middlewares)
+    app.router.add_get("/v1/models", routes.models)
+    app.router.add_post("/v1/chat/completions", routes.chat_completions)
+    app.router.add_get("/health", routes.health)
+    app.router.add_get("/get_server_info", routes.server_info)
+    app.router.add_get("/version", routes.version)
+    return app

@@ -1,0 +1,169 @@
+"""The simulated Kimi K3 model: a pure, deterministic function of (profile, request body)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from k3conformance.reference import faults
+from k3conformance.reference.answer_key import AnswerKey, FixtureItem
+from k3conformance.reference.profiles import Profile
+from k3conformance.reference.prose import count_tokens, generic_reply, reasoning_text, take_tokens, wrong_variant
+from k3conformance.reference.request import ChatRequest, InvalidRequest, parse_request
+from k3conformance.reference.schema_values import UnsupportedSchema, example_value
+from k3conformance.reference.tool_use import plan_tool_calls
+
+__all__ = ["Completion", "InvalidRequest", "Simulator", "ToolCall"]
+
+_TOKENS_PER_MESSAGE = 4
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text, exactly as sent on the wire
+
+
+@dataclass(frozen=True)
+class Completion:
+    reasoning: str  # empty when thinking is disabled
+    content: str | None  # None when the turn is tool calls
+    tool_calls: tuple[ToolCall, ...]
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    reasoning_tokens: int
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return content if isinstance(content, str) else ""
+
+
+def _digest(*parts: object) -> int:
+    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return int.from_bytes(hashlib.sha256(canonical.encode()).digest()[:8], "big")
+
+
+def _unit_draw(*parts: object) -> float:
+    return _digest(*parts) / 2**64
+
+
+class Simulator:
+    def __init__(self, profile: Profile, answer_key: AnswerKey, model_id: str) -> None:
+        self.profile = profile
+        self.answer_key = answer_key
+        self.model_id = model_id
+
+    def complete(self, body: Mapping[str, Any]) -> Completion:
+        request = parse_request(body, self.model_id)
+        rng = random.Random(self._request_seed(body, request))
+        question = next((message_text(m) for m in reversed(request.messages) if m["role"] == "user"), "")
+        item = self.answer_key.lookup(question) if question else None
+        correct = item is not None and self.answers_correctly(item, request.seed)
+        reasoning = ""
+        if request.thinking:
+            mean_words = self.profile.reasoning_words[request.effort]
+            reasoning = reasoning_text(rng, question, max(1, round(mean_words * rng.uniform(0.8, 1.2))))
+        if item is None:
+            reply = generic_reply(rng)
+        elif correct:
+            reply = item.reply
+        else:
+            reply = item.wrong_reply if item.wrong_reply is not None else wrong_variant(rng, item.reply)
+        try:
+            planned = plan_tool_calls(request, question, item)
+            content = None if planned else self._content(request, item if correct else None, reply)
+        except (UnsupportedSchema, SchemaError) as error:
+            raise InvalidRequest(400, f"unusable JSON schema: {getattr(error, 'message', error)}") from error
+        first_index = sum(len(m.get("tool_calls") or ()) for m in request.messages if m["role"] == "assistant")
+        calls = tuple(
+            ToolCall(f"functions.{name}:{first_index + offset}", name, json.dumps(arguments, ensure_ascii=False))
+            for offset, (name, arguments) in enumerate(planned)
+        )
+        completion = _within_budget(request, reasoning, content, calls)
+        return faults.on_completion(self.profile.faults, completion)
+
+    def answers_correctly(self, item: FixtureItem, seed: int | None) -> bool:
+        # Depends only on (item, seed), so a less accurate profile's correct answers
+        # are a subset of a more accurate one's.
+        return not item.graded or _unit_draw(item.id, seed) < self.profile.accuracy
+
+    def _request_seed(self, body: Mapping[str, Any], request: ChatRequest) -> int:
+        keys = ("messages", "tools", "tool_choice", "response_format")
+        return _digest(self.profile.name, [body.get(key) for key in keys], request.seed, request.effort)
+
+    def _content(self, request: ChatRequest, correct_item: FixtureItem | None, reply: str) -> str:
+        last = request.messages[-1]
+        if last["role"] == "tool":
+            tool_name = _called_tool_name(request.messages, str(last["tool_call_id"]))
+            return f'The {tool_name} tool returned "{message_text(last)}". {reply}'
+        response_format = request.response_format or {}
+        if response_format.get("type") == "json_schema":
+            schema = response_format["json_schema"]["schema"]
+            Draft202012Validator.check_schema(schema)
+            fixture_answer = _as_json(correct_item.answer) if correct_item else None
+            if fixture_answer is not None and Draft202012Validator(schema).is_valid(fixture_answer):
+                return json.dumps(fixture_answer, ensure_ascii=False)
+            return json.dumps(example_value(schema), ensure_ascii=False)
+        if response_format.get("type") == "json_object":
+            fixture_answer = _as_json(correct_item.answer) if correct_item else None
+            value = fixture_answer if isinstance(fixture_answer, dict) else {"answer": reply}
+            return json.dumps(value, ensure_ascii=False)
+        return reply
+
+
+def _as_json(answer: Any) -> Any:
+    if isinstance(answer, str):
+        try:
+            return json.loads(answer)
+        except ValueError:
+            return None
+    return answer
+
+
+def _called_tool_name(messages: Sequence[Mapping[str, Any]], tool_call_id: str) -> str:
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            if call.get("id") == tool_call_id and isinstance(call.get("function"), dict):
+                return str(call["function"].get("name", "requested"))
+    return "requested"
+
+
+def _within_budget(
+    request: ChatRequest, reasoning: str, content: str | None, calls: tuple[ToolCall, ...]
+) -> Completion:
+    reasoning_tokens = count_tokens(reasoning)
+    answer_tokens = count_tokens(content or "") + sum(count_tokens(call.arguments) for call in calls)
+    finish_reason = "tool_calls" if calls else "stop"
+    limit = request.max_tokens
+    if limit is not None and reasoning_tokens + answer_tokens > limit:
+        finish_reason = "length"
+        if reasoning_tokens >= limit:
+            reasoning, content, calls = take_tokens(reasoning, limit), "", ()
+        elif calls:
+            content, calls = "", ()
+        else:
+            content = take_tokens(content or "", limit - reasoning_tokens)
+        reasoning_tokens = count_tokens(reasoning)
+        answer_tokens = count_tokens(content or "")
+    prompt_tokens = sum(count_tokens(message_text(m)) + _TOKENS_PER_MESSAGE for m in request.messages)
+    return Completion(
+        reasoning=reasoning,
+        content=content,
+        tool_calls=calls,
+        finish_reason=finish_reason,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=reasoning_tokens + answer_tokens,
+        reasoning_tokens=reasoning_tokens,
+    )

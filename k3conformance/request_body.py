@@ -1,0 +1,57 @@
+"""Turns a probe's partial request into the exact body sent, and fingerprints it.
+
+The fingerprint is what `--k3-resume` compares: a finished response is reused only for
+the very same body (same model, budget, sampling, thinking parameters).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from k3conformance.options import Settings
+
+DEFAULT_MAX_TOKENS = 4096
+
+
+def thinking_parameters(think_mode: str, effort: str) -> dict[str, Any]:
+    """K3's thinking switch as each kind of server takes it; `reasoning_effort` overrides the
+    effort in both."""
+    if think_mode == "kimi":
+        return {"thinking": {"type": "enabled", "keep": "all", "effort": effort}, "reasoning_effort": effort}
+    return {
+        "chat_template_kwargs": {"thinking": True, "preserve_thinking": True, "thinking_effort": effort},
+        "reasoning_effort": effort,
+    }
+
+
+def build_body(
+    partial: Mapping[str, Any],
+    *,
+    settings: Settings,
+    model: str,
+    sample: int,
+    suite_max_tokens: int | None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "seed": settings.seed + sample,
+        "max_tokens": settings.max_tokens or suite_max_tokens or DEFAULT_MAX_TOKENS,
+    }
+    given = copy.deepcopy(dict(partial))
+    effort = given.pop("reasoning_effort", settings.reasoning_effort)
+    body.update(thinking_parameters(settings.think_mode, effort))
+    body.update(given)
+    if body.get("stream"):
+        body.setdefault("stream_options", {"include_usage": True})
+    return body
+
+
+def fingerprint(body: Mapping[str, Any]) -> str:
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()

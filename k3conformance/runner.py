@@ -1,0 +1,215 @@
+"""Runs probes concurrently on a background event loop while pytest runs tests in order.
+
+Before the first test, the process plans the probes of the items it will run and keeps
+a window of them in flight ahead of the test that is running, so the endpoint stays
+busy and memory stays flat however long the run. A test then only waits for its own
+probe. Every request is written to the records file the moment it finishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Coroutine, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from k3conformance.client import EndpointClient, RetryPolicy
+from k3conformance.completion import Completion
+from k3conformance.errors import ErrorClass, RequestError
+from k3conformance.options import Settings
+from k3conformance.probes import Outcome, Probe, ProbeResult, SampleResult
+from k3conformance.records import RecordWriter, ResumeIndex, utc_now
+from k3conformance.request_body import build_body, fingerprint
+from k3conformance.stats import RequestStats
+
+T = TypeVar("T")
+ProbeKey = tuple[str, str]
+
+
+class BackgroundLoop:
+    """An asyncio loop on a daemon thread; the test thread hands it coroutines."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="k3conformance-requests", daemon=True)
+        self._thread.start()
+
+    def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        return self.submit(coroutine).result(timeout)
+
+    def close(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+class Exchange:
+    """A probe's view of the endpoint for one sample: `send` builds, sends, records."""
+
+    def __init__(self, runner: Runner, probe: Probe, sample: int) -> None:
+        self._runner = runner
+        self.probe = probe
+        self.sample = sample
+        self.outcomes: dict[str, Outcome] = {}
+
+    async def send(self, step: str, partial: Mapping[str, Any]) -> Outcome:
+        if step in self.outcomes:
+            raise ValueError(f"probe {self.probe.key}: step {step!r} sent twice")
+        outcome = await self._runner.send(self.probe, self.sample, step, partial)
+        self.outcomes[step] = outcome
+        return outcome
+
+
+@dataclass
+class _Plan:
+    probes: list[Probe] = field(default_factory=list)
+    position: dict[ProbeKey, int] = field(default_factory=dict)
+    users: dict[ProbeKey, int] = field(default_factory=dict)
+    submitted_up_to: int = 0
+
+
+class Runner:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        base_url: str,
+        model: str,
+        writer: RecordWriter,
+        resume: ResumeIndex | None,
+        loop: BackgroundLoop,
+    ) -> None:
+        self.settings = settings
+        self.model = model
+        self.stats = RequestStats()
+        self._writer = writer
+        self._resume = resume
+        self._loop = loop
+        self._client = loop.run(self._make_client(base_url))
+        self._futures: dict[ProbeKey, concurrent.futures.Future[ProbeResult]] = {}
+        self._plan = _Plan()
+        # Enough probes in flight to keep every request slot busy while the tests
+        # consume results in order, without holding a whole run's outputs in memory.
+        self._window = max(8, settings.concurrency * 4)
+
+    async def _make_client(self, base_url: str) -> EndpointClient:
+        # The client's semaphore and connection pool belong to the background loop.
+        return EndpointClient(
+            base_url=base_url,
+            api_key=self.settings.api_key,
+            timeout_s=self.settings.timeout,
+            concurrency=self.settings.concurrency,
+            retry=RetryPolicy(self.settings.retries, self.settings.backoff),
+        )
+
+    # Planning and prefetching, called from the test thread.
+
+    def plan(self, probes: Iterable[Probe]) -> None:
+        """The probes this process will need, in the order its tests will ask for them."""
+        plan = self._plan
+        for probe in probes:
+            plan.users[probe.key] = plan.users.get(probe.key, 0) + 1
+            if probe.key not in plan.position:
+                plan.position[probe.key] = len(plan.probes)
+                plan.probes.append(probe)
+        self._advance(0)
+
+    def _advance(self, position: int) -> None:
+        plan = self._plan
+        horizon = min(len(plan.probes), position + self._window)
+        while plan.submitted_up_to < horizon:
+            self._submit(plan.probes[plan.submitted_up_to])
+            plan.submitted_up_to += 1
+
+    def _submit(self, probe: Probe) -> concurrent.futures.Future[ProbeResult]:
+        future = self._futures.get(probe.key)
+        if future is None:
+            future = self._loop.submit(self._run_probe(probe))
+            self._futures[probe.key] = future
+        return future
+
+    def result(self, probe: Probe) -> ProbeResult:
+        """Wait for a probe's result (sending it now if it was not planned)."""
+        position = self._plan.position.get(probe.key)
+        if position is not None:
+            self._advance(position)
+        return self._submit(probe).result()
+
+    def release(self, probe: Probe) -> None:
+        """A test that used the probe is done; drop the result after its last user."""
+        remaining = self._plan.users.get(probe.key, 1) - 1
+        self._plan.users[probe.key] = remaining
+        if remaining <= 0:
+            self._futures.pop(probe.key, None)
+
+    # The request path, on the background loop.
+
+    async def _run_probe(self, probe: Probe) -> ProbeResult:
+        samples = probe.samples or self.settings.samples
+        results = await asyncio.gather(*(self._run_sample(probe, sample) for sample in range(samples)))
+        return ProbeResult(probe, list(results))
+
+    async def _run_sample(self, probe: Probe, sample: int) -> SampleResult:
+        exchange = Exchange(self, probe, sample)
+        if probe.conversation is not None:
+            await probe.conversation(exchange)
+        else:
+            await asyncio.gather(*(exchange.send(step, partial) for step, partial in probe.requests.items()))
+        return SampleResult(sample, exchange.outcomes)
+
+    async def send(self, probe: Probe, sample: int, step: str, partial: Mapping[str, Any]) -> Outcome:
+        body = build_body(
+            partial, settings=self.settings, model=self.model, sample=sample, suite_max_tokens=probe.max_tokens
+        )
+        body_print = fingerprint(body)
+        if self._resume is not None:
+            earlier = self._resume.get((probe.suite, probe.item, sample, step), body_print)
+            if earlier is not None:
+                self.stats.resumed += 1
+                return _outcome_from_record(earlier)
+        outcome, attempts = await self._client.chat(body)
+        self.stats.sent += 1
+        self.stats.attempts += attempts
+        record: dict[str, Any] = {
+            "kind": "response",
+            "suite": probe.suite,
+            "item": probe.item,
+            "sample": sample,
+            "step": step,
+            "fingerprint": body_print,
+            "request": body,
+            "attempts": attempts,
+            "finished_at": utc_now(),
+        }
+        if isinstance(outcome, Completion):
+            record.update(status="ok", response=outcome.to_record())
+        else:
+            infra = outcome.error_class is ErrorClass.INFRA
+            self.stats.infra_errors += infra
+            self.stats.api_errors += not infra
+            record.update(status="infra_error" if infra else "api_error", error=outcome.to_record())
+        self._writer.write(record)
+        return outcome
+
+    def close(self) -> None:
+        for future in self._futures.values():
+            future.cancel()
+        try:
+            self._loop.run(self._client.close(), timeout=5)
+        except (OSError, RuntimeError, concurrent.futures.TimeoutError):
+            # Closing idle connections at exit: nothing is lost if it fails.
+            pass
+
+
+def _outcome_from_record(record: dict[str, Any]) -> Outcome:
+    if record["status"] == "ok":
+        return Completion.from_record(record["response"])
+    return RequestError.from_record(record["error"])

@@ -1,0 +1,236 @@
+"""The state of one k3conformance run inside a pytest session, kept in `config.stash`.
+
+Roles: a single process does everything; under xdist the controller resolves the
+endpoint, writes the run summary and merges what the workers report, and each worker
+sends the requests of its share and writes its own records file.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import pytest
+
+from k3conformance import __version__
+from k3conformance.endpoint_info import ResolvedEndpoint
+from k3conformance.endpoint_url import is_reference, parse_reference_profile
+from k3conformance.options import Settings
+from k3conformance.outcomes import SuiteTally
+from k3conformance.records import (
+    STATUS_COMPLETE,
+    STATUS_INCOMPLETE,
+    STATUS_INTERRUPTED,
+    STATUS_RUNNING,
+    SUMMARY_FILE,
+    RecordWriter,
+    ResumeIndex,
+    latest_incomplete_run,
+    new_run_id,
+    read_summary,
+    records_file,
+    utc_now,
+    write_json_atomic,
+)
+from k3conformance.stats import RequestStats
+
+if TYPE_CHECKING:
+    from k3conformance.endpoint import ReferenceProcess
+    from k3conformance.runner import BackgroundLoop, Runner
+
+Role = Literal["single", "controller", "worker"]
+STASH_KEY = pytest.StashKey["RunState"]()
+WORKERINPUT_KEY = "k3conformance"
+WORKEROUTPUT_KEY = "k3conformance"
+# Settings fields that describe the run; the API key is not among them.
+_PROVENANCE_SETTINGS = (
+    "think_mode",
+    "reasoning_effort",
+    "temperature",
+    "top_p",
+    "seed",
+    "samples",
+    "limit",
+    "max_tokens",
+    "concurrency",
+    "timeout",
+    "retries",
+)
+
+
+def shape_label(settings: Settings) -> str:
+    if settings.shape:
+        return settings.shape
+    if is_reference(settings.endpoint):
+        return f"reference-{parse_reference_profile(settings.endpoint)}"
+    return "unlabelled"
+
+
+@dataclass
+class RunState:
+    settings: Settings
+    role: Role
+    process: str
+    shape: str
+    run_dir: Path
+    resumed: bool
+    started_at: str = field(default_factory=utc_now)
+    status: str = STATUS_RUNNING
+    endpoint: ResolvedEndpoint | None = None
+    reference: ReferenceProcess | None = None
+    loop: BackgroundLoop | None = None
+    runner: Runner | None = None
+    writer: RecordWriter | None = None
+    # Whether this worker's share of items is known up front (our xdist scheduler).
+    share_known: bool = False
+    stats: RequestStats = field(default_factory=RequestStats)
+    tallies: dict[str, SuiteTally] = field(default_factory=dict)
+    datasets: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def for_process(cls, config: pytest.Config, settings: Settings) -> RunState:
+        workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+        if workerinput is not None:
+            shared = workerinput[WORKERINPUT_KEY]
+            state = cls(
+                settings=settings,
+                role="worker",
+                process=str(workerinput["workerid"]),
+                shape=shared["shape"],
+                run_dir=Path(shared["run_dir"]),
+                resumed=shared["resumed"],
+                share_known=shared["share_known"],
+            )
+            if shared["endpoint"] is not None:
+                state.endpoint = ResolvedEndpoint.from_wire(shared["endpoint"])
+            return state
+        shape = shape_label(settings)
+        shape_dir = settings.results_dir / shape
+        resumed = False
+        run_dir = shape_dir / new_run_id()
+        if settings.resume:
+            earlier = latest_incomplete_run(shape_dir)
+            if earlier is None:
+                raise pytest.UsageError(
+                    f"--k3-resume: no incomplete run of shape {shape!r} under {shape_dir}; "
+                    "start a new run without --k3-resume"
+                )
+            run_dir, resumed = earlier, True
+        return cls(settings=settings, role="single", process="main", shape=shape, run_dir=run_dir, resumed=resumed)
+
+    def to_workerinput(self, share_known: bool) -> dict[str, Any]:
+        return {
+            "shape": self.shape,
+            "run_dir": str(self.run_dir),
+            "resumed": self.resumed,
+            "share_known": share_known,
+            "endpoint": self.endpoint.to_wire() if self.endpoint else None,
+        }
+
+    # Endpoint and results directory, checked before anything runs.
+
+    def ensure_endpoint(self) -> ResolvedEndpoint:
+        # The HTTP stack is imported only by sessions that talk to an endpoint.
+        from k3conformance.endpoint import EndpointError, start_endpoint
+
+        if self.endpoint is None:
+            try:
+                self.endpoint, self.reference = start_endpoint(self.settings, self._loop().run)
+            except EndpointError as error:
+                raise pytest.UsageError(str(error)) from None
+        return self.endpoint
+
+    def ensure_results_dir(self) -> None:
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            probe = self.run_dir / f".write-test-{self.process}"
+            probe.write_text("ok")
+            probe.unlink()
+        except OSError as error:
+            raise pytest.UsageError(
+                f"Cannot write run records to {self.run_dir}: {error.strerror or error}. "
+                "Choose a writable directory with --k3-results-dir (or k3_results_dir in the ini file)."
+            ) from None
+
+    def _loop(self) -> BackgroundLoop:
+        from k3conformance.runner import BackgroundLoop
+
+        if self.loop is None:
+            self.loop = BackgroundLoop()
+        return self.loop
+
+    def ensure_runner(self) -> Runner:
+        from k3conformance.runner import Runner
+
+        if self.runner is None:
+            endpoint = self.ensure_endpoint()
+            self.ensure_results_dir()
+            self.writer = RecordWriter(records_file(self.run_dir, self.process))
+            resume = ResumeIndex(self.run_dir) if self.resumed else None
+            self.runner = Runner(
+                settings=self.settings,
+                base_url=endpoint.base_url,
+                model=endpoint.model,
+                writer=self.writer,
+                resume=resume,
+                loop=self._loop(),
+            )
+            self.stats = self.runner.stats
+        return self.runner
+
+    # The run summary, written by the single process or the controller.
+
+    def summary(self, status: str, exit_status: int | None) -> dict[str, Any]:
+        earlier = read_summary(self.run_dir) if self.resumed else None
+        sessions = list(earlier.get("sessions", [])) if earlier else []
+        if status != STATUS_RUNNING:
+            sessions.append({"started_at": self.started_at, "finished_at": utc_now(), "status": status, "exit_status": exit_status})
+        endpoint = self.endpoint
+        return {
+            "run_id": self.run_dir.name,
+            "shape": self.shape,
+            "status": status,
+            "simulator": bool(endpoint and endpoint.simulator),
+            "endpoint": endpoint.display_url if endpoint else None,
+            "reference_profile": endpoint.reference_profile if endpoint else None,
+            "model": endpoint.model if endpoint else self.settings.model,
+            "served_models": endpoint.served_models if endpoint else None,
+            "server_info": endpoint.server_info if endpoint else None,
+            "settings": {name: getattr(self.settings, name) for name in _PROVENANCE_SETTINGS},
+            "started_at": (earlier or {}).get("started_at", self.started_at),
+            "finished_at": None if status == STATUS_RUNNING else utc_now(),
+            "sessions": sessions,
+            "requests": vars(self.stats),
+            "suites": {name: tally.to_summary() for name, tally in sorted(self.tallies.items())},
+            "datasets": self.datasets,
+            "plugin_version": __version__,
+            "python": platform.python_version(),
+            "pytest": pytest.__version__,
+            "platform": sys.platform,
+        }
+
+    def final_status(self, exit_status: int, stopped_early: bool) -> str:
+        if exit_status == pytest.ExitCode.INTERRUPTED:
+            return STATUS_INTERRUPTED
+        infra = self.stats.infra_errors + sum(t.infra_errors for t in self.tallies.values())
+        if infra or stopped_early:
+            return STATUS_INCOMPLETE
+        return STATUS_COMPLETE
+
+    def write_summary(self, status: str, exit_status: int | None = None) -> None:
+        if self.run_dir.is_dir():
+            write_json_atomic(self.run_dir / SUMMARY_FILE, self.summary(status, exit_status))
+
+    def close(self) -> None:
+        if self.runner is not None:
+            self.runner.close()
+        if self.writer is not None:
+            self.writer.close()
+        if self.loop is not None:
+            self.loop.close()
+        if self.reference is not None:
+            self.reference.stop()
+            self.reference = None

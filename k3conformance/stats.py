@@ -1,0 +1,19 @@
+"""Request counts of one process, merged across xdist workers by the controller."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass
+class RequestStats:
+    sent: int = 0
+    attempts: int = 0
+    resumed: int = 0
+    infra_errors: int = 0
+    api_errors: int = 0
+
+    def merge(self, other: Mapping[str, int]) -> None:
+        for name, value in other.items():
+            setattr(self, name, getattr(self, name) + int(value))

@@ -1,0 +1,33 @@
+"""Controller-side xdist hooks: hand workers the run, merge what they report back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from k3conformance.session import WORKERINPUT_KEY, WORKEROUTPUT_KEY, RunState
+from k3conformance.xdist_share import ShareScheduling, uses_share_scheduling
+
+
+class XdistHooks:
+    def __init__(self, state: RunState, config: pytest.Config) -> None:
+        self.state = state
+        self.config = config
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[WORKERINPUT_KEY] = self.state.to_workerinput(uses_share_scheduling(self.config))
+
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        # A crashed worker reports nothing; its records are on disk all the same.
+        report = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_KEY)
+        if not report:
+            return
+        self.state.stats.merge(report["stats"])
+        for suite, entry in report["datasets"].items():
+            merged = self.state.datasets.setdefault(suite, {"items": []})
+            merged.update({key: value for key, value in entry.items() if key != "items"})
+            merged["items"] = sorted(set(merged["items"]) | set(entry["items"]))
+
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> ShareScheduling | None:
+        return ShareScheduling(config, log) if uses_share_scheduling(config) else None

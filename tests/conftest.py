@@ -1,0 +1,30 @@
+"""Fixtures for the plugin's own tests: a pytester project holding the smoke suite, and a
+reference deployment in a thread."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from k3conformance.reference.profiles import get_profile
+from k3conformance.reference.server import RunningServer, start_in_thread
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def suite_project(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A project with the repo's smoke suite, its suites conftest and no ini file."""
+    for name in ("conftest.py", "test_smoke.py"):
+        shutil.copy(REPO / "suites" / name, pytester.path / name)
+    return pytester
+
+
+@pytest.fixture
+def slow_reference() -> Iterator[RunningServer]:
+    """A healthy reference deployment that takes 0.2 s per request."""
+    with start_in_thread(get_profile("tp8"), latency_s=0.2) as server:
+        yield server

@@ -1,0 +1,42 @@
+"""Readers for what a run left on disk."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from k3conformance.records import SUMMARY_FILE, iter_records
+
+
+def run_dirs(results: Path) -> list[Path]:
+    return sorted(path for path in results.glob("*/*") if path.is_dir())
+
+
+def only_run(results: Path) -> Path:
+    runs = run_dirs(results)
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def summary_of(run_dir: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((run_dir / SUMMARY_FILE).read_text())
+    return data
+
+
+def responses_by_key(run_dir: Path) -> dict[tuple[str, str, int, str], list[dict[str, Any]]]:
+    found: dict[tuple[str, str, int, str], list[dict[str, Any]]] = {}
+    for record in iter_records(run_dir, "response"):
+        key = (record["suite"], record["item"], record["sample"], record["step"])
+        found.setdefault(key, []).append(record)
+    return found
+
+
+def comparable(record: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a response record that must not depend on timing or process."""
+    response = record.get("response") or {}
+    return {
+        "request": record["request"],
+        "status": record["status"],
+        **{key: response.get(key) for key in ("content", "reasoning", "reasoning_field", "tool_calls", "finish_reason", "usage", "model")},
+    }

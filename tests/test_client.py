@@ -1,0 +1,104 @@
+"""The client's retry and error classes against a scripted stub server."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from stub_server import MODEL, serve_stub
+
+from k3conformance.client import EndpointClient, RetryPolicy
+from k3conformance.completion import Completion
+from k3conformance.errors import ErrorClass, RequestError
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+def send(url: str, body: dict[str, Any], retries: int = 3) -> tuple[Completion | RequestError, int]:
+    async def go() -> tuple[Completion | RequestError, int]:
+        client = EndpointClient(base_url=url, api_key=None, timeout_s=10, concurrency=2, retry=RetryPolicy(retries, 0.01))
+        try:
+            return await client.chat(body)
+        finally:
+            await client.close()
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize("failure", ["503", "429"])
+def test_transient_failures_are_retried(failure: str, stream: bool) -> None:
+    with serve_stub([failure, failure]) as (url, stub):
+        outcome, attempts = send(url, {"model": MODEL, "messages": MESSAGES, "stream": stream})
+    assert isinstance(outcome, Completion)
+    assert outcome.content == "fine" and outcome.reasoning == "thinking"
+    assert attempts == 3 == stub.chat_requests
+
+
+def test_a_dropped_stream_is_retried_as_infrastructure() -> None:
+    with serve_stub(["drop"]) as (url, stub):
+        outcome, attempts = send(url, {"model": MODEL, "messages": MESSAGES, "stream": True})
+    assert isinstance(outcome, Completion) and outcome.content == "fine"
+    assert attempts == 2
+
+
+def test_retries_run_out_into_an_infrastructure_error() -> None:
+    with serve_stub(["drop"] * 3) as (url, stub):
+        outcome, attempts = send(url, {"model": MODEL, "messages": MESSAGES, "stream": True}, retries=2)
+    assert isinstance(outcome, RequestError)
+    assert outcome.error_class is ErrorClass.INFRA
+    assert outcome.kind in ("IncompleteStream", "RemoteProtocolError")
+    assert attempts == 3 == stub.chat_requests
+
+
+def test_a_4xx_is_an_api_rejection_and_not_retried() -> None:
+    with serve_stub(["400"]) as (url, stub):
+        outcome, attempts = send(url, {"model": MODEL, "messages": MESSAGES})
+    assert isinstance(outcome, RequestError)
+    assert outcome.error_class is ErrorClass.API
+    assert outcome.http_status == 400 and outcome.message == "bad tool_choice"
+    assert attempts == 1 == stub.chat_requests
+
+
+def test_an_unreachable_server_is_infrastructure() -> None:
+    outcome, attempts = send("http://127.0.0.1:9/v1", {"model": MODEL, "messages": MESSAGES}, retries=1)
+    assert isinstance(outcome, RequestError) and outcome.error_class is ErrorClass.INFRA
+    assert attempts == 2
+
+
+INFRA_SUITE = """
+import pytest
+from k3conformance import Probe
+
+PROBES = [Probe("flaky", f"q{i}", requests={"ask": {"messages": [{"role": "user", "content": f"question {i}"}]}}) for i in range(3)]
+
+@pytest.mark.parametrize("probe", PROBES, ids=str)
+def test_answered(probe, k3_result):
+    assert k3_result.completion("ask").content == "fine"
+"""
+
+
+def test_infrastructure_errors_are_reported_apart_and_resumable(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_flaky=INFRA_SUITE)
+    common = ["--k3-shape", "stub", "--k3-results-dir", "out", "--k3-backoff", "0"]
+    with serve_stub([], failing_text="question 0") as (url, stub):
+        first = pytester.runpytest("--k3-endpoint", url, *common, "--k3-retries", "1")
+        assert stub.chat_requests == 4
+        first.assert_outcomes(passed=2, errors=1)
+        assert (
+            "[layer: infra] flaky/q0: not scored, the endpoint failed: HTTP 503 InternalServerError: overloaded "
+            "(after 2 attempt(s))" in first.stdout.str()
+        )
+        first.stdout.fnmatch_lines(
+            [
+                "| flaky * 3 * 3 * 2 * 0 * 1 * 0 * 100.0% *",
+                "*(incomplete): records in out/stub/*",
+                "*rerun with --k3-resume*",
+            ]
+        )
+    with serve_stub([]) as (url, stub):
+        second = pytester.runpytest("--k3-endpoint", url, *common, "--k3-resume")
+        assert stub.chat_requests == 1
+    second.assert_outcomes(passed=3)
+    second.stdout.fnmatch_lines(["requests: 1 sent (1 attempts), 2 reused from an earlier session*", "*(complete)*"])

@@ -1,0 +1,91 @@
+"""Options: command line, ini fallback, environment, and bad values caught at parse time."""
+
+from __future__ import annotations
+
+import pytest
+
+SHOW_SETTINGS = """
+def test_show(k3_settings):
+    print("SETTINGS", k3_settings)
+"""
+
+
+def test_defaults_follow_the_model_card(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(SHOW_SETTINGS)
+    result = pytester.runpytest("-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*endpoint='reference'*think_mode='opensource', reasoning_effort='max', concurrency=16*temperature=1.0, top_p=0.95*"]
+    )
+
+
+def test_ini_values_apply_and_command_line_wins(pytester: pytest.Pytester) -> None:
+    pytester.makeini(
+        """
+        [pytest]
+        k3_concurrency = 7
+        k3_reasoning_effort = low
+        k3_think_mode = kimi
+        k3_shape = tp8
+        """
+    )
+    pytester.makepyfile(SHOW_SETTINGS)
+    result = pytester.runpytest("-s", "--k3-reasoning-effort", "high")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*shape='tp8'*think_mode='kimi', reasoning_effort='high', concurrency=7*"])
+
+
+def test_environment_beats_ini_and_key_never_shows(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makeini("[pytest]\nk3_model = from-ini\n")
+    monkeypatch.setenv("K3_MODEL", "from-env")
+    monkeypatch.setenv("K3_API_KEY", "sk-test-env-key")
+    pytester.makepyfile(
+        """
+        def test_show(k3_settings):
+            assert k3_settings.api_key == "sk-test-env-key"
+            print("SETTINGS", k3_settings)
+        """
+    )
+    result = pytester.runpytest("-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*model='from-env'*"])
+    assert "sk-test-env-key" not in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--k3-concurrency", "0"], "*--k3-concurrency: expected a positive integer, got '0'*"),
+        (["--k3-reasoning-effort", "medium"], "*expected one of low, high, max, got 'medium'*"),
+        (["--k3-think-mode", "auto"], "*expected one of opensource, kimi*"),
+        (["--k3-endpoint", "localhost:30000"], "*expected 'reference', 'reference:PROFILE' or an http(s) base URL*"),
+        (["--k3-endpoint", "reference:tp9"], "*unknown reference profile 'tp9'; known profiles: *tp8*"),
+        (["--k3-shape", "../etc"], "*expected a label of letters, digits*"),
+        (["--k3-temperature", "3"], "*expected a temperature between 0 and 2*"),
+        (["--k3-top-p", "0"], "*expected a positive number*"),
+    ],
+)
+def test_bad_command_line_values_are_usage_errors(pytester: pytest.Pytester, arguments: list[str], message: str) -> None:
+    pytester.makepyfile("def test_never(): pass")
+    result = pytester.runpytest(*arguments)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_bad_ini_value_names_its_origin(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nk3_samples = many\n")
+    pytester.makepyfile("def test_never(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ini option k3_samples in *tox.ini (for --k3-samples): expected a positive integer, got 'many'*"])
+
+
+def test_help_lists_every_option(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    for flag in (
+        "--k3-endpoint", "--k3-model", "--k3-api-key", "--k3-shape", "--k3-results-dir", "--k3-think-mode",
+        "--k3-reasoning-effort", "--k3-concurrency", "--k3-timeout", "--k3-retries", "--k3-samples",
+        "--k3-limit", "--k3-max-tokens", "--k3-seed", "--k3-resume",
+    ):
+        result.stdout.fnmatch_lines([f"*{flag}*"])
