@@ -15,8 +15,11 @@ from pathlib import Path
 from typing import Any
 
 
+FIXTURES_ENV_VAR = "K3_FIXTURES_DIR"
+
+
 def fixtures_dir() -> Path:
-    override = os.environ.get("K3_FIXTURES_DIR")
+    override = os.environ.get(FIXTURES_ENV_VAR)
     return Path(override) if override else Path(__file__).resolve().parents[1] / "fixtures"
 
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-FIXTURES_ENV_VAR = "K3_FIXTURES_DIR"
+from k3conformance.fixtures import fixtures_dir
 
 
 @dataclass(frozen=True)
@@ -33,10 +32,7 @@ class FixtureItem:
 
 
 def default_fixtures_dir() -> Path:
-    override = os.environ.get(FIXTURES_ENV_VAR)
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[2] / "fixtures"
+    return fixtures_dir()
 
 
 class AnswerKey:
