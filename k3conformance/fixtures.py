@@ -29,6 +29,8 @@ class FixtureSet:
     path: Path
     sha256: str
     items: tuple[dict[str, Any], ...]
+    # Top-level keys besides the items (tool definitions, multi-turn scripts, ...).
+    extra: dict[str, Any]
 
     def provenance(self) -> dict[str, str]:
         return {"dataset": f"fixtures/{self.path.name}", "dataset_sha256": self.sha256}
@@ -45,4 +47,5 @@ def load_fixture(name: str) -> FixtureSet:
             "to the repository's fixtures/ folder"
         ) from None
     data = json.loads(raw)
-    return FixtureSet(name, path, hashlib.sha256(raw).hexdigest(), tuple(data["items"]))
+    extra = {key: value for key, value in data.items() if key != "items"}
+    return FixtureSet(name, path, hashlib.sha256(raw).hexdigest(), tuple(data["items"]), extra)

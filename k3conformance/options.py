@@ -213,6 +213,19 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
     OptionSpec("top_p", top_p, 0.95, "Nucleus sampling top_p (default: 0.95, the model card's)"),
     OptionSpec("seed", non_negative_int, 1234, "Base seed; sample i of an item is requested with seed + i (default: 1234)"),
     OptionSpec(
+        "strict_reasoning_field",
+        boolean,
+        False,
+        "Require reasoning in reasoning_content (SGLang's field); by default vLLM's reasoning is accepted too",
+        flag_only=True,
+    ),
+    OptionSpec(
+        "cache_prompt_words",
+        positive_int,
+        3000,
+        "Length in words of the long prompts of the state and cache consistency checks (default: 3000)",
+    ),
+    OptionSpec(
         "resume",
         boolean,
         False,
@@ -243,6 +256,8 @@ class Settings:
     temperature: float
     top_p: float
     seed: int
+    strict_reasoning_field: bool
+    cache_prompt_words: int
     resume: bool
 
 

@@ -17,6 +17,7 @@ import pytest
 from k3conformance.probes import InfrastructureError, Probe
 
 USER_PROPERTY = "k3conformance"
+METRICS_KEY = pytest.StashKey[dict[str, float]]()
 EXCERPT_CHARS = 400
 _LAYER = re.compile(r"\[layer: (\w+)\]")
 
@@ -71,15 +72,32 @@ def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
             layer = found.group(1) if found else None
         else:
             kind = ERROR
+    callspec = getattr(item, "callspec", None)
+    mode = callspec.params.get("mode") if callspec is not None else None
     return {
         "suite": suite,
         # Tests without a probe (e.g. the model listing) are tests, not items.
         "item": probe.item if probe else None,
         "test": item.originalname if isinstance(item, pytest.Function) else item.name,
+        "mode": mode if isinstance(mode, str) else None,
         "outcome": kind,
         "layer": layer,
         "message": message[:EXCERPT_CHARS],
+        "metrics": item.stash[METRICS_KEY] if METRICS_KEY in item.stash else {},
     }
+
+
+@dataclass
+class CheckTally:
+    """One check (a test function) in one mode, across the items of its suite."""
+
+    passed: int = 0
+    failed: int = 0
+    infra_errors: int = 0
+    errors: int = 0
+    layers: dict[str, int] = field(default_factory=dict)
+    # One excerpt per failure layer: enough to see what went wrong without the log.
+    excerpts: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -91,27 +109,37 @@ class SuiteTally:
     errors: int = 0
     skipped: int = 0
     items: set[str] = field(default_factory=set)
-    layers: dict[str, int] = field(default_factory=dict)
-    first_failures: dict[str, str] = field(default_factory=dict)
+    checks: dict[str, CheckTally] = field(default_factory=dict)
+    # Numbers tests report through `k3_metrics`, summed over the suite (e.g. tool-call
+    # trigger counts, from which precision and recall follow).
+    metrics: dict[str, float] = field(default_factory=dict)
 
     def add(self, outcome: dict[str, Any], nodeid: str) -> None:
         self.tests += 1
         if outcome["item"] is not None:
             self.items.add(outcome["item"])
+        name = outcome["test"].removeprefix("test_") + (f"[{outcome['mode']}]" if outcome.get("mode") else "")
+        check = self.checks.setdefault(name, CheckTally())
+        for metric, value in (outcome.get("metrics") or {}).items():
+            self.metrics[metric] = self.metrics.get(metric, 0) + value
         kind = outcome["outcome"]
         if kind == PASSED:
             self.passed += 1
+            check.passed += 1
         elif kind == FAILED:
             self.failed += 1
+            check.failed += 1
             layer = outcome["layer"] or "unattributed"
-            self.layers[layer] = self.layers.get(layer, 0) + 1
-            self.first_failures.setdefault(outcome["test"], f"{nodeid}: {outcome['message']}")
+            check.layers[layer] = check.layers.get(layer, 0) + 1
+            check.excerpts.setdefault(layer, f"{nodeid}: {outcome['message']}")
         elif kind == INFRA:
             self.infra_errors += 1
+            check.infra_errors += 1
         elif kind == SKIPPED:
             self.skipped += 1
         else:
             self.errors += 1
+            check.errors += 1
 
     @property
     def score(self) -> float | None:

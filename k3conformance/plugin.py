@@ -9,10 +9,10 @@ import pytest
 
 from k3conformance.endpoint_info import ResolvedEndpoint
 from k3conformance.options import Settings, add_options, resolve_settings
-from k3conformance.outcomes import USER_PROPERTY, classify, probe_of, tally_report
+from k3conformance.outcomes import METRICS_KEY, USER_PROPERTY, classify, probe_of, tally_report
 from k3conformance.probes import InfrastructureError, Probe, ProbeResult
 from k3conformance.records import STATUS_COMPLETE, STATUS_RUNNING, utc_now
-from k3conformance.report import SIMULATOR_NOTICE, failure_lines, header_lines, suite_table
+from k3conformance.report import SIMULATOR_NOTICE, check_table, failure_lines, header_lines, metric_lines, suite_table
 from k3conformance.session import STASH_KEY, WORKEROUTPUT_KEY, RunState
 
 # A conftest that sets this marks its directory as k3conformance suites: the endpoint
@@ -96,6 +96,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = selected
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # tryfirst: before xdist's worker reports its collection to the scheduler.
+    state = _state(session.config)
+    if state.role == "worker" and state.share_known and state.groups_file is not None:
+        from k3conformance.xdist_share import probe_groups, write_probe_groups
+
+        write_probe_groups(state.groups_file, probe_groups(session.items))
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
     state = _state(session.config)
@@ -140,6 +150,13 @@ def k3_settings(pytestconfig: pytest.Config) -> Settings:
 def k3_endpoint(pytestconfig: pytest.Config) -> ResolvedEndpoint:
     """The endpoint under test: URL, model, served models and what the server reports."""
     return _state(pytestconfig).ensure_endpoint()
+
+
+@pytest.fixture
+def k3_metrics(request: pytest.FixtureRequest) -> dict[str, float]:
+    """Numbers this test contributes to its suite's totals (summed across items)."""
+    node: pytest.Item = request.node
+    return node.stash.setdefault(METRICS_KEY, {})
 
 
 @pytest.fixture
@@ -210,7 +227,10 @@ class RunHooks:
         if state.tallies:
             for line in suite_table(state.tallies).splitlines():
                 write(line)
-            for line in failure_lines(state.tallies):
+            write("")
+            for line in check_table(state.tallies).splitlines():
+                write(line)
+            for line in [*metric_lines(state.tallies), *failure_lines(state.tallies)]:
                 write(line)
         stats = state.stats
         write(

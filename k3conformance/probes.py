@@ -39,6 +39,9 @@ class Probe:
     samples: int | None = None
     # The suite's generation budget; --k3-max-tokens overrides it.
     max_tokens: int | None = None
+    # Validation probes expect the server to refuse: an HTTP 5xx is then the answer
+    # under test (a 500 where a 400 belongs), not an infrastructure failure.
+    status_errors_are_results: bool = False
     data: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -74,11 +77,14 @@ class ProbeResult:
 
     @property
     def infra_errors(self) -> list[RequestError]:
+        """Failures that say nothing about the deployment's conformance."""
         return [
             outcome
             for sample in self.samples
             for outcome in sample.outcomes.values()
-            if isinstance(outcome, RequestError) and outcome.error_class is ErrorClass.INFRA
+            if isinstance(outcome, RequestError)
+            and outcome.error_class is ErrorClass.INFRA
+            and not (self.probe.status_errors_are_results and outcome.http_status is not None)
         ]
 
     def outcome(self, step: str, sample: int = 0) -> Outcome:

@@ -70,13 +70,57 @@ def suite_table(tallies: Mapping[str, SuiteTally]) -> str:
     return tabulate(rows, headers=headers, tablefmt="github")
 
 
+def check_table(tallies: Mapping[str, SuiteTally]) -> str:
+    rows = []
+    for suite in sorted(tallies):
+        for name, check in sorted(tallies[suite].checks.items()):
+            layers = ", ".join(f"{layer} {count}" for layer, count in sorted(check.layers.items()))
+            rows.append([suite, name, check.passed, check.failed, check.infra_errors + check.errors, layers])
+    return tabulate(rows, headers=["suite", "check", "passed", "failed", "not scored", "failures by layer"], tablefmt="github")
+
+
 def failure_lines(tallies: Mapping[str, SuiteTally]) -> list[str]:
+    """One excerpt per failing check and layer."""
     lines: list[str] = []
     for suite in sorted(tallies):
-        tally = tallies[suite]
-        if tally.layers:
-            layers = ", ".join(f"{layer}: {count}" for layer, count in sorted(tally.layers.items()))
-            lines.append(f"{suite}: failures by layer: {layers}")
-        for test, excerpt in sorted(tally.first_failures.items()):
-            lines.append(f"  {test}: {excerpt.splitlines()[0] if excerpt else ''}"[:300])
+        for name, check in sorted(tallies[suite].checks.items()):
+            for layer, excerpt in sorted(check.excerpts.items()):
+                first_line = excerpt.splitlines()[0] if excerpt else ""
+                lines.append(f"FAILED {suite} {name} [{layer}]: {first_line}"[:400])
     return lines
+
+
+def metric_lines(tallies: Mapping[str, SuiteTally]) -> list[str]:
+    lines: list[str] = []
+    for suite in sorted(tallies):
+        summary = describe_metrics(tallies[suite].metrics)
+        if summary:
+            lines.append(f"{suite}: {summary}")
+    return lines
+
+
+def describe_metrics(metrics: Mapping[str, float]) -> str:
+    """K2-Vendor-Verifier's tool-call metrics and the cache agreement counts, when a suite
+    reports them."""
+    parts: list[str] = []
+    tp, fp, fn = (metrics.get(key, 0.0) for key in ("trigger_tp", "trigger_fp", "trigger_fn"))
+    if tp + fp + fn:
+        precision = tp / (tp + fp) if tp + fp else None
+        recall = tp / (tp + fn) if tp + fn else None
+        f1 = 2 * precision * recall / (precision + recall) if precision and recall else None
+        parts.append(
+            f"tool-call trigger precision {_percent(precision)}, recall {_percent(recall)}, F1 {_percent(f1)}"
+        )
+    for kind, label in (("prefix", "same prompt again"), ("history", "continued history")):
+        for mode in ("plain", "stream"):
+            warm, cold = metrics.get(f"{kind}_warm_agree_{mode}"), metrics.get(f"{kind}_cold_agree_{mode}")
+            if warm is not None and cold is not None:
+                parts.append(f"{label} ({mode}): warm agrees {int(warm)}, cold copy agrees {int(cold)}")
+    calls = metrics.get("calls", 0.0)
+    if calls:
+        parts.append(f"schema accuracy {_percent(metrics.get('valid_calls', 0.0) / calls)} of {int(calls)} calls")
+    return "; ".join(parts)
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"

@@ -60,6 +60,16 @@ class Exchange:
         self.sample = sample
         self.outcomes: dict[str, Outcome] = {}
 
+    @property
+    def settings(self) -> Settings:
+        return self._runner.settings
+
+    @property
+    def run_id(self) -> str:
+        """Stable within a run (and its resumptions): a nonce for prompts that must not
+        meet a server-side cache filled by an earlier run."""
+        return self._runner.run_id
+
     async def send(self, step: str, partial: Mapping[str, Any]) -> Outcome:
         if step in self.outcomes:
             raise ValueError(f"probe {self.probe.key}: step {step!r} sent twice")
@@ -86,8 +96,10 @@ class Runner:
         writer: RecordWriter,
         resume: ResumeIndex | None,
         loop: BackgroundLoop,
+        run_id: str,
     ) -> None:
         self.settings = settings
+        self.run_id = run_id
         self.model = model
         self.stats = RequestStats()
         self._writer = writer

@@ -86,6 +86,8 @@ class RunState:
     writer: RecordWriter | None = None
     # Whether this worker's share of items is known up front (our xdist scheduler).
     share_known: bool = False
+    # Where a worker tells the xdist scheduler which probe each test uses.
+    groups_file: Path | None = None
     stats: RequestStats = field(default_factory=RequestStats)
     tallies: dict[str, SuiteTally] = field(default_factory=dict)
     datasets: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -103,6 +105,7 @@ class RunState:
                 run_dir=Path(shared["run_dir"]),
                 resumed=shared["resumed"],
                 share_known=shared["share_known"],
+                groups_file=Path(shared["groups_file"]) if shared.get("groups_file") else None,
             )
             if shared["endpoint"] is not None:
                 state.endpoint = ResolvedEndpoint.from_wire(shared["endpoint"])
@@ -177,6 +180,7 @@ class RunState:
                 writer=self.writer,
                 resume=resume,
                 loop=self._loop(),
+                run_id=self.run_dir.name,
             )
             self.stats = self.runner.stats
         return self.runner

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,9 +17,16 @@ class XdistHooks:
     def __init__(self, state: RunState, config: pytest.Config) -> None:
         self.state = state
         self.config = config
+        self._scratch = Path(tempfile.mkdtemp(prefix="k3conformance-"))
+        self.groups_file = self._scratch / "probe-groups.json"
 
     def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput[WORKERINPUT_KEY] = self.state.to_workerinput(uses_share_scheduling(self.config))
+        shared = self.state.to_workerinput(uses_share_scheduling(self.config))
+        shared["groups_file"] = str(self.groups_file)
+        node.workerinput[WORKERINPUT_KEY] = shared
+
+    def pytest_unconfigure(self) -> None:
+        shutil.rmtree(self._scratch, ignore_errors=True)
 
     def pytest_testnodedown(self, node: Any, error: object) -> None:
         # A crashed worker reports nothing; its records are on disk all the same.
@@ -30,4 +40,4 @@ class XdistHooks:
             merged["items"] = sorted(set(merged["items"]) | set(entry["items"]))
 
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> ShareScheduling | None:
-        return ShareScheduling(config, log) if uses_share_scheduling(config) else None
+        return ShareScheduling(config, log, self.groups_file) if uses_share_scheduling(config) else None

@@ -7,16 +7,24 @@ worker computes the same share itself from the same collection and keeps its req
 in flight ahead of its tests. Items moved to another worker after a crash are simply
 sent when they run.
 
-Several tests share one probe (`test_a[pong]`, `test_b[pong]`): all tests of a module
-with the same parameter id go to the same worker, so the probe is sent once.
+Several tests share one probe (`test_a[pong]`, `test_b[plain-pong]`): all tests of one
+probe go to the same worker, so the probe is sent once. Only workers know which probe a
+test uses; they write that map next to the run before reporting their collection, and the
+scheduler reads it (falling back to grouping by module and parameter id).
 """
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 from xdist.scheduler import LoadScheduling
+
+from k3conformance.outcomes import probe_of
 
 
 def worker_rank(gateway_id: str) -> int:
@@ -32,12 +40,37 @@ def probe_group(nodeid: str) -> str:
     return f"{module}::[{params}" if bracket else nodeid
 
 
-def assign_ranks(nodeids: list[str], count: int) -> list[int]:
+def probe_groups(items: list[pytest.Item]) -> dict[str, str]:
+    """nodeid -> the probe it uses, for the items that use one."""
+    groups: dict[str, str] = {}
+    for item in items:
+        probe = probe_of(item)
+        if probe is not None:
+            groups[item.nodeid] = f"{probe.suite}/{probe.item}"
+    return groups
+
+
+def write_probe_groups(path: Path, groups: Mapping[str, str]) -> None:
+    # Every worker writes the same map; the rename makes each write whole.
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    temporary.write_text(json.dumps(groups))
+    os.replace(temporary, path)
+
+
+def read_probe_groups(path: Path) -> dict[str, str]:
+    try:
+        groups = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return groups if isinstance(groups, dict) else {}
+
+
+def assign_ranks(nodeids: list[str], count: int, groups: Mapping[str, str]) -> list[int]:
     """The worker rank of each item: probe groups dealt round-robin in collection order."""
     group_rank: dict[str, int] = {}
     ranks = []
     for nodeid in nodeids:
-        group = probe_group(nodeid)
+        group = groups.get(nodeid) or probe_group(nodeid)
         if group not in group_rank:
             group_rank[group] = len(group_rank) % count
         ranks.append(group_rank[group])
@@ -50,6 +83,10 @@ def uses_share_scheduling(config: pytest.Config) -> bool:
 
 class ShareScheduling(LoadScheduling):  # type: ignore[misc]
     collection: list[str] | None
+
+    def __init__(self, config: pytest.Config, log: Any, groups_file: Path) -> None:
+        super().__init__(config, log)
+        self.groups_file = groups_file
 
     def schedule(self) -> None:
         assert self.collection_is_completed
@@ -64,7 +101,7 @@ class ShareScheduling(LoadScheduling):  # type: ignore[misc]
         self.collection = collection
         if not collection:
             return
-        ranks = assign_ranks(collection, len(self.nodes))
+        ranks = assign_ranks(collection, len(self.nodes), read_probe_groups(self.groups_file))
         assigned: set[int] = set()
         for node in self.nodes:
             rank = worker_rank(node.gateway.id)
@@ -81,5 +118,5 @@ class ShareScheduling(LoadScheduling):  # type: ignore[misc]
 
 def share_of(items: list[pytest.Item], workerinput: dict[str, Any]) -> list[pytest.Item]:
     rank, count = worker_rank(str(workerinput["workerid"])), int(workerinput["workercount"])
-    ranks = assign_ranks([item.nodeid for item in items], count)
+    ranks = assign_ranks([item.nodeid for item in items], count, probe_groups(items))
     return [item for item, owner in zip(items, ranks) if owner == rank]

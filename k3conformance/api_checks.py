@@ -1,0 +1,68 @@
+"""Checks of the API surface around the model: structured output and request validation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from k3conformance.checks import excerpt, expect
+from k3conformance.completion import Completion
+from k3conformance.errors import RequestError
+
+Outcome = Completion | RequestError
+
+
+def check_json_schema_content(completion: Completion, schema: Mapping[str, Any], mode: str) -> None:
+    __tracebackhide__ = True
+    expect(
+        completion.finish_reason == "stop",
+        layer="model" if completion.finish_reason == "length" else "api",
+        expected=f"finish_reason 'stop' for a response_format request ({mode})",
+        got=completion.finish_reason,
+    )
+    content = (completion.content or "").strip()
+    try:
+        value = json.loads(content)
+    except ValueError:
+        value = None
+        parsed = False
+    else:
+        parsed = True
+    expect(
+        parsed,
+        layer="api",
+        expected=f"content that parses as JSON, since response_format asked for a json_schema ({mode})",
+        got=content,
+        hint="the server may ignore response_format (no structured-output backend, or not forwarded)",
+    )
+    errors = [f"{'/'.join(map(str, error.absolute_path)) or '(root)'}: {error.message}" for error in Draft202012Validator(schema).iter_errors(value)]
+    expect(not errors, layer="api", expected=f"content valid against the schema ({mode})", got="; ".join(errors[:3]))
+
+
+def check_rejected_with_400(outcome: Outcome, case: str, mode: str) -> None:
+    __tracebackhide__ = True
+    if isinstance(outcome, Completion):
+        expect(
+            False,
+            layer="api",
+            expected=f"HTTP 400 for {case} ({mode})",
+            got=f"HTTP 200 with finish_reason {outcome.finish_reason!r}, content {excerpt(outcome.content)}",
+            hint="the server accepted an invalid request; clients get no signal that it was wrong",
+        )
+        return
+    expect(
+        outcome.http_status == 400,
+        layer="api",
+        expected=f"HTTP 400 for {case} ({mode})",
+        got=outcome.describe(),
+        hint="a 5xx for a client mistake is retried by clients and looks like an outage",
+    )
+    expect(
+        bool(outcome.body) and bool(outcome.message),
+        layer="api",
+        expected=f"an error body saying what is wrong with {case} ({mode})",
+        got=outcome.body,
+    )

@@ -1,0 +1,180 @@
+"""Checks of how the reasoning parser splits K3's thinking from its answer.
+
+K3 always thinks. A healthy `--reasoning-parser kimi_k3` puts the thinking in
+`reasoning_content` (SGLang) or `reasoning` (newer vLLM) and the answer in `content`,
+with no markup left in either, in streams as in whole responses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from k3conformance.checks import excerpt, expect
+from k3conformance.completion import Completion
+from k3conformance.markup import find_markup
+from k3conformance.significance import permutation_p_greater
+
+FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
+STRICT_FIELD = "reasoning_content"
+EFFORT_ALPHA = 0.05
+
+
+def check_reasoning_present(completion: Completion, mode: str, *, strict_field: bool) -> None:
+    __tracebackhide__ = True
+    expect(
+        bool(completion.reasoning and completion.reasoning.strip()),
+        layer="parser",
+        expected=f"non-empty reasoning in reasoning_content or reasoning ({mode}); K3 always thinks",
+        got=f"reasoning field {completion.reasoning_field!r}, content {excerpt(completion.content)}",
+        hint="start the server with --reasoning-parser kimi_k3",
+    )
+    if strict_field:
+        expect(
+            completion.reasoning_field == STRICT_FIELD,
+            layer="parser",
+            expected=f"reasoning in {STRICT_FIELD} (--k3-strict-reasoning-field)",
+            got=f"reasoning in {completion.reasoning_field!r}",
+        )
+
+
+def check_no_markup(completion: Completion, mode: str) -> None:
+    __tracebackhide__ = True
+    for field_name, text in (("content", completion.content), ("reasoning", completion.reasoning)):
+        found = find_markup(text)
+        expect(
+            not found,
+            layer="parser",
+            expected=f"no serving markup in {field_name} ({mode})",
+            got=f"{', '.join(found)} in {excerpt(text)}",
+            hint="a parser that misses K3's XTML or K2's markers leaks them into the API fields",
+        )
+
+
+def check_answer_follows_reasoning(completion: Completion, mode: str) -> None:
+    __tracebackhide__ = True
+    expect(
+        completion.finish_reason in FINISH_REASONS,
+        layer="api",
+        expected=f"finish_reason one of {', '.join(FINISH_REASONS)} ({mode})",
+        got=completion.finish_reason,
+        hint="a raw stop token such as stop_163586 is not an OpenAI finish reason",
+    )
+    if completion.finish_reason != "length":
+        expect(
+            bool(completion.content and completion.content.strip()) or bool(completion.tool_calls),
+            layer="parser",
+            expected=f"an answer in content after the reasoning ({mode})",
+            got=f"content {completion.content!r}, reasoning ending {excerpt((completion.reasoning or '')[-200:])}",
+        )
+
+
+def check_truncation_reported(completion: Completion, mode: str, budget: int) -> None:
+    __tracebackhide__ = True
+    expect(
+        completion.finish_reason == "length",
+        layer="api",
+        expected=f"finish_reason 'length' when max_tokens={budget} runs out during the reasoning ({mode})",
+        got=f"finish_reason {completion.finish_reason!r}, usage {completion.usage}",
+    )
+
+
+def check_usage_counts_reasoning(completion: Completion, mode: str) -> None:
+    __tracebackhide__ = True
+    usage = completion.usage or {}
+    expect(bool(usage), layer="api", expected=f"a usage object ({mode})", got=usage)
+    prompt, generated, total = (usage.get(key) for key in ("prompt_tokens", "completion_tokens", "total_tokens"))
+    expect(
+        all(isinstance(value, int) for value in (prompt, generated, total)) and total == prompt + generated,  # type: ignore[operator]
+        layer="api",
+        expected=f"integer token counts with total = prompt + completion ({mode})",
+        got=usage,
+    )
+    details = usage.get("completion_tokens_details") or {}
+    reasoning_tokens = details.get("reasoning_tokens") if isinstance(details, Mapping) else None
+    if isinstance(reasoning_tokens, int):
+        expect(
+            generated >= reasoning_tokens,  # type: ignore[operator]
+            layer="api",
+            expected=f"completion_tokens to include the {reasoning_tokens} reasoning tokens ({mode})",
+            got=usage,
+        )
+    elif completion.reasoning:
+        # Without a breakdown, the reasoning must at least fit in what was counted.
+        expect(
+            isinstance(generated, int) and generated > 0,
+            layer="api",
+            expected=f"completion_tokens covering reasoning and content ({mode})",
+            got=usage,
+        )
+
+
+def check_effort_orders_reasoning(lengths: Mapping[str, Sequence[int]], mode: str) -> None:
+    """Mean reasoning length (words) must grow from `low` to `max`: a one-sided exact
+    permutation test at level 0.05 over the samples of each effort."""
+    __tracebackhide__ = True
+    low, high, top = (list(lengths[effort]) for effort in ("low", "high", "max"))
+    p_value = permutation_p_greater(top, low)
+    means = ", ".join(f"{effort} {sum(values) / len(values):.0f}" for effort, values in lengths.items())
+    expect(
+        p_value < EFFORT_ALPHA,
+        layer="api",
+        expected=(
+            f"longer reasoning at effort max than at low ({mode}; one-sided permutation test over "
+            f"{len(top)}+{len(low)} samples, p < {EFFORT_ALPHA})"
+        ),
+        got=f"mean words {means}; p = {p_value:.3f}",
+        hint="the effort must reach the chat template (chat_template_kwargs.thinking_effort or thinking.effort)",
+    )
+
+
+def check_stream_order(completion: Completion) -> None:
+    __tracebackhide__ = True
+    stats = completion.stream
+    assert stats is not None
+    if stats.first_content_frame is None or stats.last_reasoning_frame is None:
+        return
+    expect(
+        stats.last_reasoning_frame < stats.first_content_frame,
+        layer="parser",
+        expected="every reasoning delta before the first content delta",
+        got=f"reasoning in frames {stats.first_reasoning_frame}-{stats.last_reasoning_frame}, "
+        f"content from frame {stats.first_content_frame}",
+    )
+
+
+def check_one_finish_frame(completion: Completion) -> None:
+    __tracebackhide__ = True
+    stats = completion.stream
+    assert stats is not None
+    expect(
+        stats.finish_frames == 1,
+        layer="api",
+        expected="exactly one stream frame with a finish_reason",
+        got=f"{stats.finish_frames} finish frames among {stats.frames}",
+    )
+
+
+def check_usage_frame(completion: Completion) -> None:
+    __tracebackhide__ = True
+    stats = completion.stream
+    assert stats is not None
+    expect(
+        stats.usage_frames >= 1 and completion.usage is not None,
+        layer="api",
+        expected="a usage frame, since stream_options.include_usage was set",
+        got=f"{stats.usage_frames} usage frames among {stats.frames}",
+    )
+
+
+def check_reasoning_not_nulled(completion: Completion) -> None:
+    __tracebackhide__ = True
+    stats = completion.stream
+    assert stats is not None
+    lost = not completion.reasoning and stats.null_reasoning_frames >= max(1, stats.frames - 2)
+    expect(
+        not lost,
+        layer="parser",
+        expected="reasoning deltas in the stream",
+        got=f"reasoning_content: null on {stats.null_reasoning_frames} of {stats.frames} frames and no reasoning",
+        hint="SGLang issue 39898: the streaming reasoning parser dropped the thinking",
+    )
