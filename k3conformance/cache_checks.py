@@ -19,11 +19,7 @@ from k3conformance.checks import expect
 from k3conformance.significance import binomial_p_at_least
 
 ALPHA = 0.05
-_WORDS = (
-    "ledger quarterly river lantern orchard meridian copper signal harbor paper window garden "
-    "council engine valley winter market silver library compass thread basin harvest beacon "
-    "station granite meadow archive canal timber summit pattern journal"
-).split()
+_WORDS = ["ledger", "quarterly", "river", "lantern", "orchard", "meridian", "copper", "signal", "harbor", "paper", "window", "garden", "council", "engine", "valley", "winter", "market", "silver", "library", "compass", "thread", "basin", "harvest", "beacon", "station", "granite", "meadow", "archive", "canal", "timber", "summit", "pattern", "journal"]
 
 
 def long_document(*, words: int, seed: str, needle: str, copy_label: str) -> str:
@@ -86,7 +82,8 @@ def check_agreement(result: Agreement, what: str, mode: str) -> None:
     )
     expect(
         result.p_value >= ALPHA,
-        layer="api",
+        # The engine computes wrong outputs: it shows as the model's answers changing.
+        layer="model",
         expected=(
             f"{what} to agree with the first answer as often as a cold copy does ({mode}; one-sided exact "
             f"McNemar test, p >= {ALPHA})"

@@ -28,3 +28,8 @@ def expect(condition: bool, *, layer: Layer, expected: str, got: object, hint: s
     __tracebackhide__ = True
     if not condition:
         raise ConformanceFailure(layer, expected, got, hint)
+
+
+class K3ConformanceWarning(UserWarning):
+    """Behaviour worth knowing about that breaks no contract (e.g. tool-call arguments that
+    arrive in one delta after a long silence, as both K3 parsers do by design)."""

@@ -27,6 +27,9 @@ class ToolCallStream:
     last_frame: int = -1
     first_at_s: float = 0.0
     last_at_s: float = 0.0
+    # Seconds between the frame before this call's first delta and that delta: K3's
+    # parsers hold a call back until its block closes, so long silences are expected.
+    silence_before_s: float = 0.0
 
 
 @dataclass
@@ -128,6 +131,8 @@ class StreamAssembler:
         self._usage: dict[str, Any] | None = None
         self._model: str | None = None
         self._ttft: float | None = None
+        self._previous_frame_at = 0.0
+        self._frame_at = 0.0
         self.stats = StreamStats()
 
     @property
@@ -138,6 +143,7 @@ class StreamAssembler:
         stats = self.stats
         frame = stats.frames
         stats.frames += 1
+        self._previous_frame_at, self._frame_at = self._frame_at, time.monotonic() - self._started
         self._model = self._model or chunk.get("model")
         usage = chunk.get("usage")
         if usage:
@@ -187,13 +193,15 @@ class StreamAssembler:
 
     def _feed_tool_call(self, call: dict[str, Any], frame: int) -> None:
         self._mark_first_token()
-        now = time.monotonic() - self._started
+        now = self._frame_at
         index = call.get("index")
         index = index if isinstance(index, int) else len(self._calls)
         assembled = self._calls.setdefault(
             index, {"id": None, "type": "function", "function": {"name": None, "arguments": ""}}
         )
-        seen = self.stats.tool_calls.setdefault(index, ToolCallStream(first_frame=frame, first_at_s=now))
+        seen = self.stats.tool_calls.setdefault(
+            index, ToolCallStream(first_frame=frame, first_at_s=now, silence_before_s=now - self._previous_frame_at)
+        )
         seen.last_frame, seen.last_at_s = frame, now
         if call.get("id"):
             seen.id_frames += 1

@@ -14,7 +14,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-
 FIXTURES_ENV_VAR = "K3_FIXTURES_DIR"
 
 

@@ -96,8 +96,8 @@ class ProbeResult:
         outcome = self.outcome(step, sample)
         if isinstance(outcome, RequestError):
             raise ApiRejection(
-                f"[layer: api] {self.probe.suite}/{self.probe.item} step {step!r}: expected a completion, "
-                f"the server rejected the request: {outcome.describe()}"
+                f"[layer: api] expected a completion for {self.probe.suite}/{self.probe.item} step {step!r}; "
+                f"got: the server rejected the request: {outcome.describe()}"
                 + (f"\n  body: {outcome.body}" if outcome.body else "")
             )
         return outcome

@@ -44,25 +44,29 @@ async def _item(exchange: Exchange, index: int, mode: str) -> None:
     item, following = ITEMS[index], ITEMS[(index + 1) % len(ITEMS)]
     stream = mode == "stream"
 
+    # Each mode has prompts of its own: one mode's requests must not warm the other's.
+    first_copy, second_copy, third_copy = (f"copy {label}, {mode}" for label in "ABC")
+
     def single(copy_label: str) -> list[dict[str, Any]]:
         return [{"role": "user", "content": _document(exchange, index, copy_label) + "\n\n" + _question(item)}]
 
-    first = await exchange.send(f"{mode}-{index}-cold", {"messages": single("copy A"), "stream": stream})
+    first = await exchange.send(f"{mode}-{index}-cold", {"messages": single(first_copy), "stream": stream})
     # Only now is the prefix in the server's cache: the same prompt again is warm, a copy
     # with another first line is cold.
     continued: list[Any] = []
     if isinstance(first, Completion):
         continued = [
-            *single("copy A"),
+            *single(first_copy),
             {"role": "assistant", "content": first.content, "reasoning_content": first.reasoning},
             {"role": "user", "content": _question(following)},
         ]
     sends = [
-        exchange.send(f"{mode}-{index}-warm", {"messages": single("copy A"), "stream": stream}),
-        exchange.send(f"{mode}-{index}-cold-copy", {"messages": single("copy B"), "stream": stream}),
+        exchange.send(f"{mode}-{index}-warm", {"messages": single(first_copy), "stream": stream}),
+        exchange.send(f"{mode}-{index}-cold-copy", {"messages": single(second_copy), "stream": stream}),
     ]
     if continued:
-        cold_history = [{"role": "user", "content": _document(exchange, index, "copy B") + "\n\n" + _question(item)}, *continued[1:]]
+        # A third copy: the second one is already in the cache from the request above.
+        cold_history = [*single(third_copy), *continued[1:]]
         sends += [
             exchange.send(f"{mode}-{index}-turn2-warm", {"messages": continued, "stream": stream}),
             exchange.send(f"{mode}-{index}-turn2-cold", {"messages": cold_history, "stream": stream}),

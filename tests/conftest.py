@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from run_files import REPO
 
 from k3conformance.reference.profiles import get_profile
 from k3conformance.reference.server import RunningServer, start_in_thread
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture

@@ -8,6 +8,8 @@ from typing import Any
 
 from k3conformance.records import SUMMARY_FILE, iter_records
 
+REPO = Path(__file__).resolve().parents[1]
+
 
 def run_dirs(results: Path) -> list[Path]:
     return sorted(path for path in results.glob("*/*") if path.is_dir())

@@ -40,7 +40,7 @@ def test_a_dropped_stream_is_retried_as_infrastructure() -> None:
     with serve_stub(["drop"]) as (url, stub):
         outcome, attempts = send(url, {"model": MODEL, "messages": MESSAGES, "stream": True})
     assert isinstance(outcome, Completion) and outcome.content == "fine"
-    assert attempts == 2
+    assert attempts == 2 == stub.chat_requests
 
 
 def test_retries_run_out_into_an_infrastructure_error() -> None:

@@ -4,16 +4,17 @@ shows, what lands on disk, xdist merging, resuming a killed run, and secrets."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
-from run_files import comparable, only_run, responses_by_key, run_dirs, summary_of
+from run_files import REPO, comparable, only_run, responses_by_key, run_dirs, summary_of
 
 from k3conformance.reference.server import RunningServer
 
 
 def test_header_names_endpoint_model_shape_and_records(suite_project: pytest.Pytester) -> None:
     result = suite_project.runpytest("--k3-results-dir", "out", "--k3-reasoning-effort", "high")
-    result.assert_outcomes(passed=10)
+    result.assert_outcomes(passed=9)
     result.stdout.fnmatch_lines(
         [
             "k3conformance: endpoint reference:tp8 at http://127.0.0.1:*/v1, model kimi-k3-simulator, shape reference-tp8",
@@ -23,17 +24,17 @@ def test_header_names_endpoint_model_shape_and_records(suite_project: pytest.Pyt
             "k3conformance: NOTE the k3conformance reference deployment is a SIMULATOR*",
         ]
     )
-    result.stdout.fnmatch_lines(["| smoke * 3 * 10 * 10 * 0 * 0 * 0 * 100.0% *", "*(complete): records in out/reference-tp8/*"])
+    result.stdout.fnmatch_lines(["| smoke * 3 * 9 * 9 * 0 * 0 * 0 * 100.0% *", "*(complete): records in out/reference-tp8/*"])
 
 
 def test_explicit_shape_wins_over_the_reference_label(suite_project: pytest.Pytester) -> None:
     result = suite_project.runpytest("--k3-results-dir", "out", "--k3-shape", "tp8-candidate")
-    result.assert_outcomes(passed=10)
+    result.assert_outcomes(passed=9)
     assert summary_of(only_run(suite_project.path / "out"))["shape"] == "tp8-candidate"
 
 
 def test_records_and_summary_carry_provenance(suite_project: pytest.Pytester) -> None:
-    suite_project.runpytest("--k3-results-dir", "out").assert_outcomes(passed=10)
+    suite_project.runpytest("--k3-results-dir", "out").assert_outcomes(passed=9)
     run_dir = only_run(suite_project.path / "out")
     summary = summary_of(run_dir)
     assert summary["status"] == "complete"
@@ -42,7 +43,7 @@ def test_records_and_summary_carry_provenance(suite_project: pytest.Pytester) ->
     assert summary["server_info"]["get_server_info"]["simulator"] is True
     assert summary["datasets"]["smoke"]["dataset"] == "fixtures/smoke.json"
     assert len(summary["datasets"]["smoke"]["dataset_sha256"]) == 64
-    assert summary["suites"]["smoke"]["passed"] == 10 and summary["suites"]["smoke"]["items"] == 3
+    assert summary["suites"]["smoke"]["passed"] == 9 and summary["suites"]["smoke"]["items"] == 3
     assert summary["requests"]["sent"] == 6
     responses = responses_by_key(run_dir)
     assert sorted(responses) == sorted(
@@ -58,12 +59,12 @@ def test_records_and_summary_carry_provenance(suite_project: pytest.Pytester) ->
     assert streamed["request"]["stream_options"] == {"include_usage": True}
     assert streamed["response"]["ttft_s"] is not None
     outcomes = [json.loads(line) for path in run_dir.glob("records-*.jsonl") for line in path.read_text().splitlines()]
-    assert sum(1 for record in outcomes if record["kind"] == "outcome" and record["outcome"] == "passed") == 10
+    assert sum(1 for record in outcomes if record["kind"] == "outcome" and record["outcome"] == "passed") == 9
 
 
 def test_kimi_think_mode_sends_the_thinking_object(suite_project: pytest.Pytester) -> None:
     suite_project.runpytest("--k3-results-dir", "out", "--k3-think-mode", "kimi", "--k3-reasoning-effort", "low").assert_outcomes(
-        passed=10
+        passed=9
     )
     record = responses_by_key(only_run(suite_project.path / "out"))[("smoke", "pong", 0, "plain")][0]
     assert record["request"]["thinking"] == {"type": "enabled", "keep": "all", "effort": "low"}
@@ -73,16 +74,16 @@ def test_kimi_think_mode_sends_the_thinking_object(suite_project: pytest.Pyteste
 @pytest.mark.parametrize("workers", [[], ["-n", "0"], ["-n", "2"]], ids=["no-xdist", "n0", "n2"])
 def test_xdist_gives_the_same_records(suite_project: pytest.Pytester, workers: list[str]) -> None:
     baseline = suite_project.runpytest_subprocess("--k3-results-dir", "single", "-p", "no:xdist")
-    baseline.assert_outcomes(passed=10)
+    baseline.assert_outcomes(passed=9)
     result = suite_project.runpytest_subprocess("--k3-results-dir", "out", *workers)
-    result.assert_outcomes(passed=10)
+    result.assert_outcomes(passed=9)
     expected = {key: [comparable(r) for r in records] for key, records in responses_by_key(only_run(suite_project.path / "single")).items()}
     run_dir = only_run(suite_project.path / "out")
     got = {key: [comparable(r) for r in records] for key, records in responses_by_key(run_dir).items()}
     assert got == expected
     summary = summary_of(run_dir)
     assert summary["requests"]["sent"] == 6, "a probe shared by three tests must be sent once, whatever the worker"
-    assert summary["suites"]["smoke"]["passed"] == 10
+    assert summary["suites"]["smoke"]["passed"] == 9
     assert sorted(summary["datasets"]["smoke"]["items"]) == ["capital-of-france", "pong", "sum-17-25"]
     if workers == ["-n", "2"]:
         assert sorted(path.name for path in run_dir.glob("records-*.jsonl")) == ["records-gw0.jsonl", "records-gw1.jsonl"]
@@ -143,7 +144,7 @@ def test_resume_without_an_incomplete_run_is_a_usage_error(suite_project: pytest
 
 def test_limit_and_samples(suite_project: pytest.Pytester) -> None:
     result = suite_project.runpytest("--k3-results-dir", "out", "--k3-limit", "2")
-    result.assert_outcomes(passed=7, deselected=3)
+    result.assert_outcomes(passed=6, deselected=3)
     assert {key[1] for key in responses_by_key(only_run(suite_project.path / "out"))} == {"pong", "capital-of-france"}
 
 
@@ -152,7 +153,7 @@ def test_no_api_key_anywhere(suite_project: pytest.Pytester, monkeypatch: pytest
     # The reference deployment requires this key, the plugin sends it.
     monkeypatch.setenv("K3_REFERENCE_API_KEY", secret)
     result = suite_project.runpytest_subprocess("--k3-results-dir", "out", "--k3-api-key", secret, "-n", "2", "-rA")
-    result.assert_outcomes(passed=10)
+    result.assert_outcomes(passed=9)
     assert secret not in result.stdout.str() + result.stderr.str()
     written = [path for path in (suite_project.path / "out").rglob("*") if path.is_file()]
     assert written
@@ -167,3 +168,17 @@ def test_wrong_key_is_one_clear_error(suite_project: pytest.Pytester, monkeypatc
     result.stderr.fnmatch_lines(["ERROR: The endpoint rejected the credentials: GET http://127.0.0.1:*/v1/models answered HTTP 401*"])
     assert "sk-wrong" not in result.stdout.str() + result.stderr.str()
     assert "Traceback" not in result.stderr.str()
+
+
+def test_xdist_sends_each_probe_once_across_all_suites(pytester: pytest.Pytester) -> None:
+    # Tests parametrized by probe and mode (`test_x[stream-pong]`) share one probe: under
+    # xdist they must land on one worker, or the probe is sent by several.
+    for path in (REPO / "suites").glob("*.py"):
+        shutil.copy(path, pytester.path / path.name)
+    single = pytester.runpytest_subprocess("--k3-results-dir", "single", "-p", "no:xdist", "--k3-limit", "6")
+    spread = pytester.runpytest_subprocess("--k3-results-dir", "spread", "-n", "3", "--k3-limit", "6")
+    assert single.ret == spread.ret == 0
+    single_run, spread_run = only_run(pytester.path / "single"), only_run(pytester.path / "spread")
+    assert summary_of(spread_run)["requests"]["sent"] == summary_of(single_run)["requests"]["sent"]
+    assert sorted(responses_by_key(spread_run)) == sorted(responses_by_key(single_run))
+    assert all(len(records) == 1 for records in responses_by_key(spread_run).values())

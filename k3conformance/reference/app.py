@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
+from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.answer_key import AnswerKey, default_fixtures_dir
 from k3conformance.reference.identity import DEFAULT_MODEL_ID, SIMULATOR_OWNER, SIMULATOR_WARNING, package_version
 from k3conformance.reference.profiles import Profile
@@ -71,6 +72,8 @@ class _Routes:
         self.profile = simulator.profile
         self.model_id = simulator.model_id
         self.latency_s = latency_s
+        # State across requests lives here, not in the simulator, and only a faulty profile has any.
+        self.prefix_cache = fault_hooks.prefix_cache_for(self.profile.faults)
 
     async def models(self, request: web.Request) -> web.Response:
         model = {
@@ -111,7 +114,7 @@ class _Routes:
         if not isinstance(body, dict):
             return error_response(400, "request body must be a JSON object")
         try:
-            completion = self.simulator.complete(body)
+            completion = self.simulator.complete(body, self.prefix_cache)
         except InvalidRequest as invalid:
             return error_response(invalid.status, invalid.message, invalid.param, invalid.code)
         envelope: dict[str, Any] = {

@@ -1,30 +1,520 @@
 """The one place where a profile's deliberate faults change what the reference deployment emits.
 
-Each hook receives the healthy output and returns what a faulty deployment would
-send instead. Model-level faults (wrong reasoning split, looping text) belong in
-`on_completion` so streaming and non-streaming stay consistent; wire-level faults
-(malformed fields, dropped streams) belong in `on_message` or `on_stream`.
-The healthy profile has no faults, so every hook is currently the identity.
+Every fault reproduces a real serving bug (profiles.py names it). Each hook receives
+what the healthy deployment would do and returns what a faulty one does instead; each
+is called from exactly one place:
+
+- `rejection_status`: request validation, the status for a problem in a request (request.py)
+- `on_request`: how a valid request is understood: effort, tool_choice, response_format (simulator.py)
+- `first_tool_call_index`: where this turn's tool-call id numbers start (simulator.py)
+- `tool_markup_without_tools`: tool calls made when no tools were declared (simulator.py)
+- `prefix_cache_for`: the only state kept across requests, owned by the app (app.py)
+- `on_completion`: model-level output, the same in both modes: reasoning split,
+  finish reasons, usage, tool-call names and arguments (simulator.py)
+- `on_message` / `on_stream`: the non-streaming message and the SSE frames (wire.py)
+
+The healthy profile has no faults, and every hook returns at its first test when it has
+none, so the healthy path costs nothing and stays byte-identical.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+import dataclasses
+import hashlib
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from k3conformance.reference.prose import chunk_words, count_tokens
 
 if TYPE_CHECKING:
+    from k3conformance.reference.answer_key import FixtureItem
+    from k3conformance.reference.request import ChatRequest
     from k3conformance.reference.simulator import Completion
 
-KNOWN_FAULTS: frozenset[str] = frozenset()
+KNOWN_FAULTS: frozenset[str] = frozenset(
+    {
+        # reasoning and the API
+        "no-reasoning-parser",
+        "reasoning-field-vllm",
+        "message-close-leak",
+        "k2-think-tags",
+        "raw-stop-token",
+        "empty-content",
+        "length-reported-as-stop",
+        "effort-ignored",
+        "null-reasoning-stream",
+        "double-finish",
+        "no-stream-usage",
+        "content-before-reasoning",
+        "usage-excludes-reasoning",
+        "rejects-reasoning-history",
+        # tool calls
+        "empty-tool-calls",
+        "stringified-arguments",
+        "hallucinated-tool-name",
+        "reused-tool-ids",
+        "duplicate-tool-ids",
+        "tool-choice-none-ignored",
+        "tool-choice-required-ignored",
+        "tool-choice-named-ignored",
+        "required-without-tools-accepted",
+        "parallel-index-collision",
+        "eager-tool-calls",
+        "stream-repeats-tool-name",
+        "xtml-tools-without-tools",
+        "response-format-ignored",
+        "lenient-validation",
+        "validation-500",
+        # state
+        "prefix-cache-corruption",
+    }
+)
+
+# wire.REASONING_FIELD; wire imports this module, so the name is repeated rather than imported.
+_REASONING_CONTENT = "reasoning_content"
+_VLLM_REASONING = "reasoning"
+# K3 ends a turn with token 163586; a server that forgets to map it reports it raw.
+_RAW_STOP = "stop_163586"
+_MESSAGE_CLOSE = "<|close|>message<|sep|>"
+_MARKUP_WORDS_PER_DELTA = 4
+# A tool call streamed by stream-repeats-tool-name is cut into this many argument deltas.
+_ARGUMENT_PIECES = 3
+
+
+# --- request validation --------------------------------------------------------------
+
+Problem = Literal[
+    "duplicate-tool-name",
+    "invalid-tool-name",
+    "tool-message-without-id",
+    "invalid-tool-choice",
+    "tool-choice-without-tools",
+    "undeclared-named-tool",
+    "reasoning-in-history",
+]
+# The healthy answer to each problem; None: the request is valid and answered.
+_HEALTHY_STATUS: Mapping[Problem, int | None] = {
+    "duplicate-tool-name": 400,
+    "invalid-tool-name": 400,
+    "tool-message-without-id": 400,
+    "invalid-tool-choice": 400,
+    "tool-choice-without-tools": 400,
+    "undeclared-named-tool": 400,
+    "reasoning-in-history": None,  # preserved thinking is part of K3's multi-turn format
+}
+# The invalid requests a sloppy validator lets through (lenient-validation) or crashes on (validation-500).
+_MALFORMED: frozenset[Problem] = frozenset(
+    {"duplicate-tool-name", "invalid-tool-name", "tool-message-without-id", "invalid-tool-choice"}
+)
+
+
+def rejection_status(faults: frozenset[str], problem: Problem) -> int | None:
+    """The HTTP status this deployment answers a request having `problem` with; None answers it as if valid."""
+    if faults:
+        if problem in _MALFORMED and "lenient-validation" in faults:
+            return None
+        if problem in _MALFORMED and "validation-500" in faults:
+            return 500
+        if problem == "tool-choice-without-tools" and "required-without-tools-accepted" in faults:
+            return None
+        if problem == "undeclared-named-tool" and "tool-choice-named-ignored" in faults:
+            return None
+        if problem == "reasoning-in-history" and "rejects-reasoning-history" in faults:
+            return 400
+    return _HEALTHY_STATUS[problem]
+
+
+# --- how a valid request is understood -----------------------------------------------
+
+# tool_choice modes that a faulty deployment handles as "auto".
+_TOOL_CHOICE_IGNORED_BY: Mapping[str, str] = {
+    "tool-choice-none-ignored": "none",
+    "tool-choice-required-ignored": "required",
+    "tool-choice-named-ignored": "named",
+}
+
+
+def on_request(faults: frozenset[str], request: ChatRequest) -> ChatRequest:
+    if not faults:
+        return request
+    changes: dict[str, Any] = {}
+    if "effort-ignored" in faults:
+        changes["effort"] = "max"  # the chat template's default when no effort reaches it
+    if "response-format-ignored" in faults:
+        changes["response_format"] = None
+    tool_choice = _tool_choice_as_understood(faults, request)
+    if tool_choice != (request.tool_choice, request.named_tool):
+        changes["tool_choice"], changes["named_tool"] = tool_choice
+    return dataclasses.replace(request, **changes) if changes else request
+
+
+def _tool_choice_as_understood(faults: frozenset[str], request: ChatRequest) -> tuple[str, str | None]:
+    mode = request.tool_choice
+    if any(fault in faults and mode == ignored for fault, ignored in _TOOL_CHOICE_IGNORED_BY.items()):
+        return "auto", None
+    if "eager-tool-calls" in faults and mode == "auto" and request.tools:
+        return "required", None  # "required" calls the best-matching tool, else the first
+    return mode, request.named_tool
+
+
+def first_tool_call_index(faults: frozenset[str], calls_in_history: int) -> int:
+    """K3 numbers tool-call ids across the whole conversation; reused-tool-ids restarts every turn."""
+    return 0 if "reused-tool-ids" in faults else calls_in_history
+
+
+# --- raw tool-call markup --------------------------------------------------------------
+
+
+def xtml_tool_markup(calls: Iterable[tuple[str, int, Mapping[str, Any]]]) -> str:
+    """K3's XTML for (name, index, arguments) calls: what the model writes before the tool-call parser reads it."""
+    parts = ["<|open|>tools<|sep|>"]
+    for name, index, arguments in calls:
+        parts.append(f'<|open|>call tool="{name}" index="{index}"<|sep|>')
+        for key, value in arguments.items():
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            parts.append(
+                f'<|open|>argument key="{key}" type="{_xtml_type(value)}"<|sep|>{text}<|close|>argument<|sep|>'
+            )
+        parts.append("<|close|>call<|sep|>")
+    parts.append("<|close|>tools<|sep|>")
+    return "".join(parts)
+
+
+def _xtml_type(value: Any) -> str:
+    if isinstance(value, bool):  # before int: bool is a subclass of int
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return "string" if isinstance(value, str) else "null"
+
+
+def _markup_of_call_objects(calls: Sequence[Mapping[str, Any]]) -> str:
+    # The XTML index is the number the server puts at the end of the id (functions.NAME:N).
+    return xtml_tool_markup(
+        (call["function"]["name"], int(call["id"].rpartition(":")[2]), _argument_object(call["function"]["arguments"]))
+        for call in calls
+    )
+
+
+def _argument_object(arguments_json: str) -> dict[str, Any]:
+    arguments = json.loads(arguments_json)
+    return arguments if isinstance(arguments, dict) else {}
+
+
+def tool_markup_without_tools(
+    faults: frozenset[str], request: ChatRequest, item: FixtureItem | None, first_index: int
+) -> str | None:
+    """Content replacing a text answer when the model calls tools that the request never declared.
+
+    SGLang 39583: with no `tools` the tool-call parser never runs, so calls the model makes
+    anyway (here: the fixture's expected calls) reach the client as raw markup.
+    """
+    if "xtml-tools-without-tools" not in faults or request.tools or item is None or not item.tool_calls:
+        return None
+    if request.messages[-1].get("role") == "tool":
+        return None  # with a tool result in hand the model answers rather than calling again
+    return xtml_tool_markup(
+        (call.name, first_index + offset, call.arguments) for offset, call in enumerate(item.tool_calls)
+    )
+
+
+# --- state across requests -------------------------------------------------------------
+
+PREFIX_WORDS = 1_000
+# Bounded so a long benchmark cannot grow the server without limit; old prefixes are evicted first.
+_REMEMBERED_PREFIXES = 65_536
+
+
+class PrefixCache:
+    """The prompt prefixes a deployment has prefilled, for prefix-cache-corruption.
+
+    K3 keeps a fixed-size recurrent state for 69 of its 93 layers; SGLang snapshots it at
+    prompt positions for prefix caching, and bugs there corrupt answers only when a cached
+    prefix is reused. The first request with a prefix is answered normally.
+    """
+
+    def __init__(self) -> None:
+        self._seen: OrderedDict[bytes, None] = OrderedDict()
+
+    def reuses_prefix(self, prompt: str) -> bool:
+        """Whether the first PREFIX_WORDS words of `prompt` were seen before; remembers them either way."""
+        words = prompt.split(maxsplit=PREFIX_WORDS)
+        if len(words) < PREFIX_WORDS:
+            return False  # too short to have been cached
+        key = hashlib.sha256(" ".join(words[:PREFIX_WORDS]).encode()).digest()
+        if key in self._seen:
+            self._seen.move_to_end(key)
+            return True
+        self._seen[key] = None
+        if len(self._seen) > _REMEMBERED_PREFIXES:
+            self._seen.popitem(last=False)
+        return False
+
+
+def prefix_cache_for(faults: frozenset[str]) -> PrefixCache | None:
+    """The cache an app keeps for its profile: only a prefix-cache-corruption deployment keeps any state."""
+    return PrefixCache() if "prefix-cache-corruption" in faults else None
+
+
+# --- model-level output (both modes) ----------------------------------------------------
 
 
 def on_completion(faults: frozenset[str], completion: Completion) -> Completion:
+    if not faults:
+        return completion
+    for fault, edit in _COMPLETION_EDITS:
+        if fault in faults:
+            completion = edit(completion)
     return completion
 
 
+def _reasoning_inline(completion: Completion) -> Completion:
+    # Without a reasoning parser the thinking block stays in the text, markers and all.
+    if not completion.reasoning:
+        return completion
+    inline = f"<|open|>think<|sep|>{completion.reasoning}<|close|>think<|sep|>{completion.content or ''}"
+    return dataclasses.replace(completion, reasoning="", content=inline, reasoning_tokens=0)
+
+
+def _k2_think_tags(completion: Completion) -> Completion:
+    if not completion.reasoning:
+        return completion
+    return dataclasses.replace(completion, reasoning=f"<think>{completion.reasoning}</think>")
+
+
+def _raw_stop_token(completion: Completion) -> Completion:
+    if completion.finish_reason != "stop":
+        return completion
+    return dataclasses.replace(completion, finish_reason=_RAW_STOP)
+
+
+def _answer_in_reasoning(completion: Completion) -> Completion:
+    # The parser never sees the end of the thinking block, so the answer stays reasoning.
+    if completion.content is None:
+        return completion  # a tool-call turn: there is no text answer to swallow
+    reasoning = "\n".join(text for text in (completion.reasoning, completion.content) if text)
+    return dataclasses.replace(completion, reasoning=reasoning, content="", reasoning_tokens=count_tokens(reasoning))
+
+
+def _length_as_stop(completion: Completion) -> Completion:
+    if completion.finish_reason != "length":
+        return completion
+    return dataclasses.replace(completion, finish_reason="stop")
+
+
+def _usage_without_reasoning(completion: Completion) -> Completion:
+    return dataclasses.replace(completion, completion_tokens=completion.completion_tokens - completion.reasoning_tokens)
+
+
+def _stringified_arguments(completion: Completion) -> Completion:
+    calls = tuple(
+        dataclasses.replace(call, arguments=_with_string_values(call.arguments)) for call in completion.tool_calls
+    )
+    return dataclasses.replace(completion, tool_calls=calls)
+
+
+def _with_string_values(arguments_json: str) -> str:
+    arguments = _argument_object(arguments_json)
+    as_strings = {
+        key: value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        for key, value in arguments.items()
+    }
+    return json.dumps(as_strings, ensure_ascii=False)
+
+
+def _prefixed_tool_names(completion: Completion) -> Completion:
+    # The parser keeps the `functions.` namespace of K3's call ids in the name.
+    calls = tuple(dataclasses.replace(call, name=f"functions.{call.name}") for call in completion.tool_calls)
+    return dataclasses.replace(completion, tool_calls=calls)
+
+
+def _one_id_for_all_calls(completion: Completion) -> Completion:
+    # An id built from the turn rather than the call: parallel calls share it.
+    if not completion.tool_calls:
+        return completion
+    shared = completion.tool_calls[0].id
+    return dataclasses.replace(
+        completion, tool_calls=tuple(dataclasses.replace(call, id=shared) for call in completion.tool_calls)
+    )
+
+
+_COMPLETION_EDITS: tuple[tuple[str, Callable[[Completion], Completion]], ...] = (
+    ("no-reasoning-parser", _reasoning_inline),
+    ("k2-think-tags", _k2_think_tags),
+    ("raw-stop-token", _raw_stop_token),
+    ("empty-content", _answer_in_reasoning),
+    ("length-reported-as-stop", _length_as_stop),
+    ("usage-excludes-reasoning", _usage_without_reasoning),
+    ("stringified-arguments", _stringified_arguments),
+    ("hallucinated-tool-name", _prefixed_tool_names),
+    ("duplicate-tool-ids", _one_id_for_all_calls),
+)
+
+
+# --- the non-streaming message -----------------------------------------------------------
+
+
 def on_message(faults: frozenset[str], message: dict[str, Any]) -> dict[str, Any]:
+    if not faults:
+        return message
+    if "no-reasoning-parser" in faults:
+        message = {key: value for key, value in message.items() if key != _REASONING_CONTENT}
+    if "reasoning-field-vllm" in faults:
+        message = _renamed(message, _REASONING_CONTENT, _VLLM_REASONING)
+    if "empty-tool-calls" in faults and message.get("tool_calls"):
+        content = (message["content"] or "") + _markup_of_call_objects(message["tool_calls"])
+        message = {**message, "content": content, "tool_calls": []}
     return message
 
 
+def _renamed(fields: dict[str, Any], old: str, new: str) -> dict[str, Any]:
+    return {(new if key == old else key): value for key, value in fields.items()}
+
+
+# --- SSE frames ----------------------------------------------------------------------------
+
+Chunk = dict[str, Any]
+_DONE = "data: [DONE]\n\n"
+
+
 def on_stream(faults: frozenset[str], frames: Iterator[str]) -> Iterator[str]:
-    return frames
+    if not faults or not any(fault in faults for fault, _ in _STREAM_EDITS):
+        return frames
+    return _edited_frames(faults, frames)
+
+
+def _edited_frames(faults: frozenset[str], frames: Iterator[str]) -> Iterator[str]:
+    chunks = [json.loads(frame.removeprefix("data: ")) for frame in frames if frame != _DONE]
+    for fault, edit in _STREAM_EDITS:
+        if fault in faults:
+            chunks = edit(chunks)
+    for chunk in chunks:
+        yield f"data: {json.dumps(chunk)}\n\n"
+    yield _DONE
+
+
+def _delta(chunk: Chunk) -> dict[str, Any] | None:
+    """The chunk's delta; None for the usage frame, which has no choices."""
+    choices = chunk["choices"]
+    return choices[0]["delta"] if choices else None
+
+
+def _delta_has(chunk: Chunk, key: str) -> bool:
+    delta = _delta(chunk)
+    return delta is not None and key in delta
+
+
+def _is_finish(chunk: Chunk) -> bool:
+    return bool(chunk["choices"]) and chunk["choices"][0]["finish_reason"] is not None
+
+
+def _finish_position(chunks: list[Chunk]) -> int:
+    return next(position for position, chunk in enumerate(chunks) if _is_finish(chunk))
+
+
+def _chunk_like(chunk: Chunk, delta: dict[str, Any], finish_reason: str | None = None) -> Chunk:
+    envelope = {key: value for key, value in chunk.items() if key not in ("choices", "usage")}
+    return {**envelope, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}
+
+
+def _vllm_reasoning_field(chunks: list[Chunk]) -> list[Chunk]:
+    for chunk in chunks:
+        if _delta_has(chunk, _REASONING_CONTENT):
+            chunk["choices"][0]["delta"] = _renamed(chunk["choices"][0]["delta"], _REASONING_CONTENT, _VLLM_REASONING)
+    return chunks
+
+
+def _leak_message_close(chunks: list[Chunk]) -> list[Chunk]:
+    finish = _finish_position(chunks)
+    return [*chunks[:finish], _chunk_like(chunks[finish], {"content": _MESSAGE_CLOSE}), *chunks[finish:]]
+
+
+def _null_reasoning(chunks: list[Chunk]) -> list[Chunk]:
+    # SGLang 39898: the reasoning text is lost and every delta says so with a null field.
+    kept = [chunk for chunk in chunks if not _delta_has(chunk, _REASONING_CONTENT)]
+    for chunk in kept:
+        delta = _delta(chunk)
+        if delta is not None:
+            delta[_REASONING_CONTENT] = None
+    return kept
+
+
+def _second_finish(chunks: list[Chunk]) -> list[Chunk]:
+    after = _finish_position(chunks) + 1
+    return [*chunks[:after], _chunk_like(chunks[after - 1], {}, "stop"), *chunks[after:]]
+
+
+def _without_usage(chunks: list[Chunk]) -> list[Chunk]:
+    return [chunk for chunk in chunks if chunk["choices"]]
+
+
+def _content_first(chunks: list[Chunk]) -> list[Chunk]:
+    def is_text(chunk: Chunk) -> bool:
+        return _delta_has(chunk, "content") or _delta_has(chunk, _REASONING_CONTENT)
+
+    # sorted() is stable: content keeps its order, then reasoning keeps its order, in the same slots.
+    texts = iter(sorted((chunk for chunk in chunks if is_text(chunk)), key=lambda c: not _delta_has(c, "content")))
+    return [next(texts) if is_text(chunk) else chunk for chunk in chunks]
+
+
+def _tool_calls_as_content(chunks: list[Chunk]) -> list[Chunk]:
+    # MoonshotAI Kimi-K2 issue 26: the parser misses the calls and streams their markup as text.
+    call_positions = [position for position, chunk in enumerate(chunks) if _delta_has(chunk, "tool_calls")]
+    if not call_positions:
+        return chunks
+    calls = [call for position in call_positions for call in chunks[position]["choices"][0]["delta"]["tool_calls"]]
+    template = chunks[call_positions[0]]
+    markup = chunk_words(_markup_of_call_objects(calls), _MARKUP_WORDS_PER_DELTA)
+    replacement = [_chunk_like(template, {"content": piece}) for piece in markup]
+    replacement.append(_chunk_like(template, {"tool_calls": []}))
+    rest = [chunk for position, chunk in enumerate(chunks) if position not in call_positions]
+    first = call_positions[0]
+    return [*rest[:first], *replacement, *rest[first:]]
+
+
+def _colliding_indexes(chunks: list[Chunk]) -> list[Chunk]:
+    for chunk in chunks:
+        if _delta_has(chunk, "tool_calls"):
+            for call in chunk["choices"][0]["delta"]["tool_calls"]:
+                call["index"] = 0
+    return chunks
+
+
+def _tool_name_in_every_delta(chunks: list[Chunk]) -> list[Chunk]:
+    edited: list[Chunk] = []
+    for chunk in chunks:
+        if not _delta_has(chunk, "tool_calls"):
+            edited.append(chunk)
+            continue
+        for call in chunk["choices"][0]["delta"]["tool_calls"]:
+            arguments = call["function"]["arguments"]
+            for piece in _pieces(arguments, _ARGUMENT_PIECES):
+                repeated = {**call, "function": {"name": call["function"]["name"], "arguments": piece}}
+                edited.append(_chunk_like(chunk, {"tool_calls": [repeated]}))
+    return edited
+
+
+def _pieces(text: str, count: int) -> list[str]:
+    """`count` consecutive slices of `text` (some empty when it is short) that join back to it."""
+    return [text[len(text) * part // count : len(text) * (part + 1) // count] for part in range(count)]
+
+
+_STREAM_EDITS: tuple[tuple[str, Callable[[list[Chunk]], list[Chunk]]], ...] = (
+    ("reasoning-field-vllm", _vllm_reasoning_field),
+    ("message-close-leak", _leak_message_close),
+    ("null-reasoning-stream", _null_reasoning),
+    ("double-finish", _second_finish),
+    ("no-stream-usage", _without_usage),
+    ("content-before-reasoning", _content_first),
+    ("empty-tool-calls", _tool_calls_as_content),
+    ("parallel-index-collision", _colliding_indexes),
+    ("stream-repeats-tool-name", _tool_name_in_every_delta),
+)

@@ -1,7 +1,13 @@
-"""Named behaviours of the reference deployment: how well and how verbosely the simulator answers."""
+"""Named behaviours of the reference deployment: how well and how verbosely the simulator answers.
+
+`tp8` is healthy. Every other profile is `tp8` plus exactly one deliberate fault that
+reproduces a real serving bug, named after the fault, so that each conformance check
+can be shown to fail on a deployment with that bug and to pass on a healthy one.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -20,6 +26,9 @@ class Profile:
     latency_s: float = 0.0
     # Deliberate deployment bugs; see faults.py for where each one takes effect.
     faults: frozenset[str] = field(default_factory=frozenset)
+    # The profile whose samples this one draws (a fault profile's healthy original), so
+    # that the two answer alike wherever the fault does not apply; None: its own.
+    base: str | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.accuracy <= 1.0:
@@ -29,13 +38,106 @@ class Profile:
             raise ValueError(f"profile {self.name!r}: unknown faults {sorted(unknown)}")
 
 
-PROFILES: dict[str, Profile] = {
-    "tp8": Profile(
-        name="tp8",
-        description="healthy TP8 on one 8-GPU node",
-        accuracy=0.9,
-        reasoning_words=MappingProxyType({"low": 60, "high": 250, "max": 600}),
+_TP8 = Profile(
+    name="tp8",
+    description="healthy TP8 on one 8-GPU node",
+    accuracy=0.9,
+    reasoning_words=MappingProxyType({"low": 60, "high": 250, "max": 600}),
+)
+
+# Each fault and the real bug it reproduces.
+_FAULT_BUGS: Mapping[str, str] = {
+    # reasoning and the API
+    "no-reasoning-parser": (
+        "server started without --reasoning-parser kimi_k3: no reasoning field, the thinking block "
+        "arrives inside content between <|open|>think<|sep|> and <|close|>think<|sep|>"
     ),
+    "reasoning-field-vllm": (
+        "newer vLLM field name: reasoning travels in `reasoning` instead of `reasoning_content` "
+        "(not a bug by itself; strict mode flags it)"
+    ),
+    "message-close-leak": (
+        "vLLM issues 51399/51412: the <|close|>message<|sep|> end marker leaks as a last content delta in streams"
+    ),
+    "k2-think-tags": "Kimi K2 chat template markers leaking into K3 output: reasoning wrapped in <think>...</think>",
+    "raw-stop-token": "ROCm/ATOM issue 1727: finish_reason is the raw stop token `stop_163586` instead of `stop`",
+    "empty-content": "the reasoning parser swallows the answer: content is empty and the answer ends the reasoning",
+    "length-reported-as-stop": "truncation by max_tokens reported as finish_reason `stop` instead of `length`",
+    "effort-ignored": "thinking effort not passed to the chat template: every request reasons at `max` length",
+    "null-reasoning-stream": (
+        'SGLang issue 39898: every streamed delta carries "reasoning_content": null and the reasoning '
+        "text is never streamed"
+    ),
+    "double-finish": "streams send a second finish frame (finish_reason `stop`, empty delta) after the real one",
+    "no-stream-usage": "stream_options.include_usage ignored: streams end without a usage frame",
+    "content-before-reasoning": "streams send every content delta before the reasoning deltas",
+    "usage-excludes-reasoning": (
+        "usage.completion_tokens leaves out reasoning tokens (completion_tokens_details.reasoning_tokens still set)"
+    ),
+    "rejects-reasoning-history": (
+        "servers that reject preserved thinking: HTTP 400 when an assistant message in the history "
+        "carries `reasoning_content` or `reasoning`"
+    ),
+    # tool calls
+    "empty-tool-calls": (
+        "MoonshotAI Kimi-K2 issue 26: the tool-call parser misses the calls: `tool_calls: []`, "
+        "finish_reason `tool_calls`, and the raw XTML call markup in content"
+    ),
+    "stringified-arguments": (
+        "K3 XTML tool parser treating every argument as a string: numbers, booleans, arrays and "
+        'objects arrive JSON-encoded as strings ({"days": "3"})'
+    ),
+    "hallucinated-tool-name": (
+        "vLLM PR 36891: the tool name keeps the `functions.` prefix (functions.get_weather), naming an undeclared tool"
+    ),
+    "reused-tool-ids": "tool-call ids restart at functions.NAME:0 every turn, so ids repeat within a conversation",
+    "duplicate-tool-ids": (
+        "tool-call id disputes (functions.NAME:IDX vs NAME_IDX vs call_<uuid>) gone wrong: parallel calls "
+        "in one message share one id"
+    ),
+    "tool-choice-none-ignored": 'vLLM PR 43155: tool_choice "none" treated as "auto"',
+    "tool-choice-required-ignored": 'SGLang issue 39895: tool_choice "required" treated as "auto"',
+    "tool-choice-named-ignored": (
+        'a named tool_choice treated as "auto", and a named tool missing from `tools` is not rejected'
+    ),
+    "required-without-tools-accepted": (
+        "tool_choice required or named without `tools` answered 200 with text instead of rejected with 400"
+    ),
+    "parallel-index-collision": "every streamed tool-call delta has index 0, so clients merge parallel calls into one",
+    "eager-tool-calls": 'with tools declared and tool_choice "auto" a tool is always called, even for chit-chat',
+    "stream-repeats-tool-name": (
+        "streamed tool calls repeat id, type and function.name in every argument delta, so clients concatenate names"
+    ),
+    "xtml-tools-without-tools": (
+        "SGLang issue 39583: with no tools declared the tool-call parser never runs, so tool calls "
+        "leak into content as raw XTML markup"
+    ),
+    "response-format-ignored": "response_format ignored: plain text where JSON was requested",
+    "lenient-validation": (
+        "invalid requests (duplicate or invalid tool names, tool message without tool_call_id, "
+        "invalid tool_choice) answered 200 instead of rejected with 400"
+    ),
+    "validation-500": (
+        "invalid requests (duplicate or invalid tool names, tool message without tool_call_id, "
+        "invalid tool_choice) crash with HTTP 500 instead of a 400"
+    ),
+    # state
+    "prefix-cache-corruption": (
+        "SGLang prefix caching of K3's recurrent state (69 of 93 layers keep a fixed-size state "
+        "snapshotted at prompt positions): answers corrupted when a cached prompt prefix is reused"
+    ),
+}
+
+
+def _tp8_with(fault: str, bug: str) -> Profile:
+    return dataclasses.replace(
+        _TP8, name=fault, description=f"tp8 plus one fault: {bug}", faults=frozenset({fault}), base=_TP8.name
+    )
+
+
+PROFILES: dict[str, Profile] = {
+    _TP8.name: _TP8,
+    **{fault: _tp8_with(fault, bug) for fault, bug in _FAULT_BUGS.items()},
 }
 
 

@@ -7,6 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from k3conformance.reference import faults as fault_hooks
+from k3conformance.reference.faults import Problem
+
 ROLES = ("system", "developer", "user", "assistant", "tool")
 EFFORTS = ("low", "high", "max")
 TOOL_CHOICE_MODES = ("auto", "none", "required")
@@ -46,15 +49,22 @@ def _bad(message: str, param: str | None = None) -> InvalidRequest:
     return InvalidRequest(400, message, param, None)
 
 
-def parse_request(body: Mapping[str, Any], model_id: str) -> ChatRequest:
+def _problem(faults: frozenset[str], problem: Problem, message: str, param: str) -> None:
+    """Rejects the request as this deployment does; returns only where it answers the request anyway."""
+    status = fault_hooks.rejection_status(faults, problem)
+    if status is not None:
+        raise InvalidRequest(status, message, param, None)
+
+
+def parse_request(body: Mapping[str, Any], model_id: str, faults: frozenset[str] = frozenset()) -> ChatRequest:
     model = body.get("model")
     if model is not None and model != model_id:
         raise InvalidRequest(
             404, f"The model `{model}` does not exist; this server serves `{model_id}`.", "model", "model_not_found"
         )
-    messages = _messages(body.get("messages"))
-    tools = _tools(body.get("tools"))
-    tool_choice, named_tool = _tool_choice(body.get("tool_choice"), tools)
+    messages = _messages(body.get("messages"), faults)
+    tools = _tools(body.get("tools"), faults)
+    tool_choice, named_tool = _tool_choice(body.get("tool_choice"), tools, faults)
     effort, thinking = _thinking(body)
     _check_sampling(body)
     if body.get("stream") not in (None, True, False):
@@ -77,7 +87,7 @@ def parse_request(body: Mapping[str, Any], model_id: str) -> ChatRequest:
     )
 
 
-def _messages(raw: Any) -> tuple[Mapping[str, Any], ...]:
+def _messages(raw: Any, faults: frozenset[str]) -> tuple[Mapping[str, Any], ...]:
     if not isinstance(raw, list) or not raw:
         raise _bad("`messages` must be a non-empty list", "messages")
     for index, message in enumerate(raw):
@@ -89,7 +99,19 @@ def _messages(raw: Any) -> tuple[Mapping[str, Any], ...]:
                 f"messages[{index}].role",
             )
         if message["role"] == "tool" and not message.get("tool_call_id"):
-            raise _bad(f"messages[{index}] is a tool message without `tool_call_id`", f"messages[{index}].tool_call_id")
+            _problem(
+                faults,
+                "tool-message-without-id",
+                f"messages[{index}] is a tool message without `tool_call_id`",
+                f"messages[{index}].tool_call_id",
+            )
+        if message["role"] == "assistant" and ("reasoning_content" in message or "reasoning" in message):
+            _problem(
+                faults,
+                "reasoning-in-history",
+                f"messages[{index}] carries reasoning from an earlier turn, which this server does not accept",
+                f"messages[{index}]",
+            )
         calls = message.get("tool_calls")
         if calls is not None and not (isinstance(calls, list) and all(isinstance(call, dict) for call in calls)):
             raise _bad(f"messages[{index}].tool_calls must be a list of objects", f"messages[{index}].tool_calls")
@@ -98,7 +120,7 @@ def _messages(raw: Any) -> tuple[Mapping[str, Any], ...]:
     return tuple(raw)
 
 
-def _tools(raw: Any) -> tuple[ToolSpec, ...]:
+def _tools(raw: Any, faults: frozenset[str]) -> tuple[ToolSpec, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list):
@@ -109,12 +131,18 @@ def _tools(raw: Any) -> tuple[ToolSpec, ...]:
         if not isinstance(function, dict):
             raise _bad(f'tools[{index}] must be {{"type": "function", "function": {{...}}}}', f"tools[{index}]")
         name = function.get("name")
-        if not isinstance(name, str) or not _TOOL_NAME.match(name):
-            raise _bad(
-                f"tools[{index}] name {name!r} must match ^[A-Za-z0-9_-]{{1,64}}$", f"tools[{index}].function.name"
-            )
+        name_rule = f"tools[{index}] name {name!r} must match ^[A-Za-z0-9_-]{{1,64}}$"
+        if not isinstance(name, str):
+            raise _bad(name_rule, f"tools[{index}].function.name")  # not even a lenient server has a name to use
+        if not _TOOL_NAME.match(name):
+            _problem(faults, "invalid-tool-name", name_rule, f"tools[{index}].function.name")
         if name in specs:
-            raise _bad(f"tools[{index}] duplicates the tool name {name!r}", f"tools[{index}].function.name")
+            _problem(
+                faults,
+                "duplicate-tool-name",
+                f"tools[{index}] duplicates the tool name {name!r}",
+                f"tools[{index}].function.name",
+            )
         parameters = function.get("parameters") or {"type": "object", "properties": {}}
         if not isinstance(parameters, dict):
             raise _bad(f"tools[{index}].function.parameters must be a JSON schema object", f"tools[{index}]")
@@ -122,7 +150,7 @@ def _tools(raw: Any) -> tuple[ToolSpec, ...]:
     return tuple(specs.values())
 
 
-def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[str, str | None]:
+def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...], faults: frozenset[str]) -> tuple[str, str | None]:
     if raw is None:
         return ("auto" if tools else "none"), None
     if isinstance(raw, str) and raw in TOOL_CHOICE_MODES:
@@ -132,14 +160,26 @@ def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[str, str | None
         if not isinstance(named, str):
             raise _bad("`tool_choice.function.name` must be a string", "tool_choice")
     else:
-        raise _bad(
+        _problem(
+            faults,
+            "invalid-tool-choice",
             '`tool_choice` must be "auto", "none", "required" or {"type": "function", "function": {"name": ...}}',
             "tool_choice",
         )
+        return ("auto" if tools else "none"), None  # answered anyway: as if tool_choice were absent
     if mode in ("required", "named") and not tools:
-        raise _bad(f"`tool_choice` {mode} needs a non-empty `tools` list", "tool_choice")
+        _problem(
+            faults, "tool-choice-without-tools", f"`tool_choice` {mode} needs a non-empty `tools` list", "tool_choice"
+        )
+        return "none", None  # answered anyway: with no tool to call the answer is text
     if named is not None and named not in {tool.name for tool in tools}:
-        raise _bad(f"`tool_choice` names the tool {named!r}, which is not in `tools`", "tool_choice")
+        _problem(
+            faults,
+            "undeclared-named-tool",
+            f"`tool_choice` names the tool {named!r}, which is not in `tools`",
+            "tool_choice",
+        )
+        return "auto", None  # answered anyway: any declared tool may be called
     return mode, named
 
 

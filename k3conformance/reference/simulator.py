@@ -12,8 +12,9 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from k3conformance.reference import faults
+from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.answer_key import AnswerKey, FixtureItem
+from k3conformance.reference.faults import PrefixCache
 from k3conformance.reference.profiles import Profile
 from k3conformance.reference.prose import count_tokens, generic_reply, reasoning_text, take_tokens, wrong_variant
 from k3conformance.reference.request import ChatRequest, InvalidRequest, parse_request
@@ -65,34 +66,47 @@ class Simulator:
         self.answer_key = answer_key
         self.model_id = model_id
 
-    def complete(self, body: Mapping[str, Any]) -> Completion:
-        request = parse_request(body, self.model_id)
+    def complete(self, body: Mapping[str, Any], prefix_cache: PrefixCache | None = None) -> Completion:
+        """The answer to `body`; `prefix_cache` is the app's state for prefix-cache-corruption, else None."""
+        faults = self.profile.faults
+        request = fault_hooks.on_request(faults, parse_request(body, self.model_id, faults))
         rng = random.Random(self._request_seed(body, request))
         question = next((message_text(m) for m in reversed(request.messages) if m["role"] == "user"), "")
         item = self.answer_key.lookup(question) if question else None
-        correct = item is not None and self.answers_correctly(item, request.seed)
+        corrupted = prefix_cache is not None and prefix_cache.reuses_prefix(_prompt_text(request))
+        correct = item is not None and not corrupted and self.answers_correctly(item, request.seed)
         reasoning = ""
         if request.thinking:
             mean_words = self.profile.reasoning_words[request.effort]
             reasoning = reasoning_text(rng, question, max(1, round(mean_words * rng.uniform(0.8, 1.2))))
         if item is None:
             reply = generic_reply(rng)
+            if corrupted:
+                reply = wrong_variant(rng, reply)
         elif correct:
             reply = item.reply
         else:
             reply = item.wrong_reply if item.wrong_reply is not None else wrong_variant(rng, item.reply)
+        calls_in_history = sum(len(m.get("tool_calls") or ()) for m in request.messages if m["role"] == "assistant")
+        first_index = fault_hooks.first_tool_call_index(faults, calls_in_history)
+        leaked_markup = fault_hooks.tool_markup_without_tools(faults, request, item, first_index)
         try:
             planned = plan_tool_calls(request, question, item)
-            content = None if planned else self._content(request, item if correct else None, reply)
+            content: str | None
+            if planned:
+                content = None
+            elif leaked_markup is not None:
+                content = leaked_markup
+            else:
+                content = self._content(request, item if correct else None, reply)
         except (UnsupportedSchema, SchemaError) as error:
             raise InvalidRequest(400, f"unusable JSON schema: {getattr(error, 'message', error)}") from error
-        first_index = sum(len(m.get("tool_calls") or ()) for m in request.messages if m["role"] == "assistant")
         calls = tuple(
             ToolCall(f"functions.{name}:{first_index + offset}", name, json.dumps(arguments, ensure_ascii=False))
             for offset, (name, arguments) in enumerate(planned)
         )
         completion = _within_budget(request, reasoning, content, calls)
-        return faults.on_completion(self.profile.faults, completion)
+        return fault_hooks.on_completion(faults, completion)
 
     def answers_correctly(self, item: FixtureItem, seed: int | None) -> bool:
         # Depends only on (item, seed), so a less accurate profile's correct answers
@@ -101,12 +115,14 @@ class Simulator:
 
     def _request_seed(self, body: Mapping[str, Any], request: ChatRequest) -> int:
         keys = ("messages", "tools", "tool_choice", "response_format")
-        return _digest(self.profile.name, [body.get(key) for key in keys], request.seed, request.effort)
+        # A fault profile samples as its base does, so the fault is the only difference between them.
+        sampled_as = self.profile.base or self.profile.name
+        return _digest(sampled_as, [body.get(key) for key in keys], request.seed, request.effort)
 
     def _content(self, request: ChatRequest, correct_item: FixtureItem | None, reply: str) -> str:
         last = request.messages[-1]
         if last["role"] == "tool":
-            tool_name = _called_tool_name(request.messages, str(last["tool_call_id"]))
+            tool_name = _called_tool_name(request.messages, str(last.get("tool_call_id") or ""))
             return f'The {tool_name} tool returned "{message_text(last)}". {reply}'
         response_format = request.response_format or {}
         if response_format.get("type") == "json_schema":
@@ -130,6 +146,10 @@ def _as_json(answer: Any) -> Any:
         except ValueError:
             return None
     return answer
+
+
+def _prompt_text(request: ChatRequest) -> str:
+    return " ".join(message_text(message) for message in request.messages)
 
 
 def _called_tool_name(messages: Sequence[Mapping[str, Any]], tool_call_id: str) -> str:

@@ -1,0 +1,332 @@
+"""Every conformance check fails on a reference deployment that has the fault it claims
+to catch, with the layer it names, and the checks unrelated to that fault pass.
+
+Each profile is tp8 plus one real serving bug (see `k3conformance/reference/profiles.py`).
+The expected failures per profile are exact: the target check, and the checks that the
+same fault legitimately breaks too (an empty `content` also loses the structured output,
+for instance). A new failure anywhere else is a regression in a check or a profile.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from run_files import REPO
+
+# profile -> (the check it exists to trip, the layer that check must name)
+TARGETS: dict[str, tuple[str, str]] = {
+    "content-before-reasoning": ("reasoning/stream_reasoning_before_content", "parser"),
+    "double-finish": ("reasoning/stream_one_finish_frame", "api"),
+    "duplicate-tool-ids": ("tool_calls/tool_call_ids[plain]", "parser"),
+    "eager-tool-calls": ("tool_calls/irrelevant_prompt_makes_no_call[plain]", "model"),
+    "effort-ignored": ("reasoning/effort_orders_reasoning_length[plain]", "api"),
+    "empty-content": ("reasoning/answer_follows_reasoning[plain]", "parser"),
+    "empty-tool-calls": ("tool_calls/finish_reason_matches_tool_calls[plain]", "parser"),
+    "hallucinated-tool-name": ("tool_calls/arguments_match_schema[plain]", "parser"),
+    "k2-think-tags": ("reasoning/no_markup_leaks[plain]", "parser"),
+    "length-reported-as-stop": ("reasoning/truncation_reported_as_length[plain]", "api"),
+    "lenient-validation": ("request_validation/invalid_request_rejected[plain]", "api"),
+    "message-close-leak": ("reasoning/no_markup_leaks[stream]", "parser"),
+    "no-reasoning-parser": ("reasoning/reasoning_present[plain]", "parser"),
+    "no-stream-usage": ("reasoning/stream_usage_frame", "api"),
+    "null-reasoning-stream": ("reasoning/stream_reasoning_not_nulled", "parser"),
+    "parallel-index-collision": ("tool_calls/parallel_calls[stream]", "parser"),
+    "prefix-cache-corruption": ("state_consistency/prefix_reuse_keeps_answers[plain]", "model"),
+    "raw-stop-token": ("reasoning/answer_follows_reasoning[plain]", "api"),
+    "reasoning-field-vllm": ("reasoning/reasoning_present[plain]", "parser"),
+    "rejects-reasoning-history": ("reasoning/multi_turn_with_reasoning_history[plain]", "api"),
+    "required-without-tools-accepted": ("request_validation/invalid_request_rejected[plain]", "api"),
+    "response-format-ignored": ("structured_output/response_format_json_schema[plain]", "api"),
+    "reused-tool-ids": ("tool_calls/round_trip_uses_tool_result[plain]", "parser"),
+    "stream-repeats-tool-name": ("tool_calls/streaming_matches_non_streaming", "parser"),
+    "stringified-arguments": ("tool_calls/arguments_match_schema[plain]", "parser"),
+    "tool-choice-named-ignored": ("tool_calls/tool_choice_named[plain]", "api"),
+    "tool-choice-none-ignored": ("tool_calls/tool_choice_none[plain]", "api"),
+    "tool-choice-required-ignored": ("tool_calls/tool_choice_required[plain]", "api"),
+    "usage-excludes-reasoning": ("reasoning/usage_counts_reasoning[plain]", "api"),
+    "validation-500": ("request_validation/invalid_request_rejected[plain]", "api"),
+    "xtml-tools-without-tools": ("tool_calls/no_tool_markup_in_content[plain]", "parser"),
+}
+
+# profile -> every check (suite/check[mode]) that fails on it
+EXPECTED_FAILURES: dict[str, set[str]] = {
+    "content-before-reasoning": {
+        "reasoning/stream_reasoning_before_content",
+    },
+    "double-finish": {
+        "reasoning/stream_one_finish_frame",
+        "reasoning/truncation_reported_as_length[stream]",
+        "smoke/streaming_matches_non_streaming",
+        "tool_calls/finish_reason_matches_tool_calls[stream]",
+        "tool_calls/streaming_matches_non_streaming",
+    },
+    "duplicate-tool-ids": {
+        "tool_calls/parallel_calls[plain]",
+        "tool_calls/parallel_calls[stream]",
+        "tool_calls/tool_call_ids[plain]",
+        "tool_calls/tool_call_ids[stream]",
+    },
+    "eager-tool-calls": {
+        "bfcl/bfcl_calls[plain]",
+        "bfcl/bfcl_calls[stream]",
+        "tool_calls/irrelevant_prompt_makes_no_call[plain]",
+        "tool_calls/irrelevant_prompt_makes_no_call[stream]",
+        "tool_calls/round_trip_uses_tool_result[plain]",
+        "tool_calls/round_trip_uses_tool_result[stream]",
+    },
+    "effort-ignored": {
+        "reasoning/effort_orders_reasoning_length[plain]",
+        "reasoning/effort_orders_reasoning_length[stream]",
+    },
+    "empty-content": {
+        "reasoning/answer_follows_reasoning[plain]",
+        "reasoning/answer_follows_reasoning[stream]",
+        "reasoning/multi_turn_with_reasoning_history[plain]",
+        "reasoning/multi_turn_with_reasoning_history[stream]",
+        "smoke/chat_round_trip",
+        "smoke/streaming_matches_non_streaming",
+        "state_consistency/continued_history_keeps_answers[plain]",
+        "state_consistency/continued_history_keeps_answers[stream]",
+        "state_consistency/prefix_reuse_keeps_answers[plain]",
+        "state_consistency/prefix_reuse_keeps_answers[stream]",
+        "structured_output/response_format_json_schema[plain]",
+        "structured_output/response_format_json_schema[stream]",
+        "tool_calls/round_trip_uses_tool_result[plain]",
+        "tool_calls/round_trip_uses_tool_result[stream]",
+    },
+    "empty-tool-calls": {
+        "bfcl/bfcl_calls[plain]",
+        "bfcl/bfcl_calls[stream]",
+        "tool_calls/calls_match_expected[plain]",
+        "tool_calls/calls_match_expected[stream]",
+        "tool_calls/finish_reason_matches_tool_calls[plain]",
+        "tool_calls/finish_reason_matches_tool_calls[stream]",
+        "tool_calls/no_tool_markup_in_content[plain]",
+        "tool_calls/no_tool_markup_in_content[stream]",
+        "tool_calls/parallel_calls[plain]",
+        "tool_calls/parallel_calls[stream]",
+        "tool_calls/round_trip_uses_tool_result[plain]",
+        "tool_calls/round_trip_uses_tool_result[stream]",
+        "tool_calls/tool_choice_named[plain]",
+        "tool_calls/tool_choice_named[stream]",
+        "tool_calls/tool_choice_required[plain]",
+        "tool_calls/tool_choice_required[stream]",
+    },
+    "hallucinated-tool-name": {
+        "bfcl/bfcl_calls[plain]",
+        "bfcl/bfcl_calls[stream]",
+        "tool_calls/arguments_match_schema[plain]",
+        "tool_calls/arguments_match_schema[stream]",
+        "tool_calls/calls_match_expected[plain]",
+        "tool_calls/calls_match_expected[stream]",
+        "tool_calls/tool_choice_named[plain]",
+        "tool_calls/tool_choice_named[stream]",
+    },
+    "k2-think-tags": {
+        "reasoning/no_markup_leaks[plain]",
+        "reasoning/no_markup_leaks[stream]",
+    },
+    "length-reported-as-stop": {
+        "reasoning/truncation_reported_as_length[plain]",
+        "reasoning/truncation_reported_as_length[stream]",
+    },
+    "lenient-validation": {
+        "request_validation/invalid_request_rejected[plain]",
+        "request_validation/invalid_request_rejected[stream]",
+    },
+    "message-close-leak": {
+        "reasoning/no_markup_leaks[stream]",
+        "structured_output/response_format_json_schema[stream]",
+        "tool_calls/no_tool_markup_in_content[stream]",
+        "tool_calls/round_trip_uses_tool_result[stream]",
+    },
+    "no-reasoning-parser": {
+        "reasoning/effort_orders_reasoning_length[plain]",
+        "reasoning/effort_orders_reasoning_length[stream]",
+        "reasoning/no_markup_leaks[plain]",
+        "reasoning/no_markup_leaks[stream]",
+        "reasoning/reasoning_present[plain]",
+        "reasoning/reasoning_present[stream]",
+        "structured_output/response_format_json_schema[plain]",
+        "structured_output/response_format_json_schema[stream]",
+        "tool_calls/no_tool_markup_in_content[plain]",
+        "tool_calls/no_tool_markup_in_content[stream]",
+        "tool_calls/round_trip_uses_tool_result[plain]",
+        "tool_calls/round_trip_uses_tool_result[stream]",
+    },
+    "no-stream-usage": {
+        "reasoning/stream_usage_frame",
+        "reasoning/usage_counts_reasoning[stream]",
+        "smoke/usage_reported",
+    },
+    "null-reasoning-stream": {
+        "reasoning/effort_orders_reasoning_length[stream]",
+        "reasoning/reasoning_present[stream]",
+        "reasoning/stream_reasoning_not_nulled",
+        "smoke/streaming_matches_non_streaming",
+    },
+    "parallel-index-collision": {
+        "bfcl/bfcl_calls[stream]",
+        "tool_calls/arguments_match_schema[stream]",
+        "tool_calls/calls_match_expected[stream]",
+        "tool_calls/parallel_calls[stream]",
+        "tool_calls/streaming_matches_non_streaming",
+    },
+    "prefix-cache-corruption": {
+        "state_consistency/continued_history_keeps_answers[plain]",
+        "state_consistency/continued_history_keeps_answers[stream]",
+        "state_consistency/prefix_reuse_keeps_answers[plain]",
+        "state_consistency/prefix_reuse_keeps_answers[stream]",
+    },
+    "raw-stop-token": {
+        "reasoning/answer_follows_reasoning[plain]",
+        "reasoning/answer_follows_reasoning[stream]",
+        "reasoning/multi_turn_with_reasoning_history[plain]",
+        "reasoning/multi_turn_with_reasoning_history[stream]",
+        "smoke/chat_round_trip",
+        "smoke/streaming_matches_non_streaming",
+        "structured_output/response_format_json_schema[plain]",
+        "structured_output/response_format_json_schema[stream]",
+    },
+    "reasoning-field-vllm": {
+        "reasoning/reasoning_present[plain]",
+        "reasoning/reasoning_present[stream]",
+    },
+    "rejects-reasoning-history": {
+        "reasoning/multi_turn_with_reasoning_history[plain]",
+        "reasoning/multi_turn_with_reasoning_history[stream]",
+        "state_consistency/continued_history_keeps_answers[plain]",
+        "state_consistency/continued_history_keeps_answers[stream]",
+        "tool_calls/round_trip_uses_tool_result[plain]",
+        "tool_calls/round_trip_uses_tool_result[stream]",
+    },
+    "required-without-tools-accepted": {
+        "request_validation/invalid_request_rejected[plain]",
+        "request_validation/invalid_request_rejected[stream]",
+    },
+    "response-format-ignored": {
+        "structured_output/response_format_json_schema[plain]",
+        "structured_output/response_format_json_schema[stream]",
+    },
+    "reused-tool-ids": {
+        "tool_calls/round_trip_uses_tool_result[plain]",
+        "tool_calls/round_trip_uses_tool_result[stream]",
+    },
+    "stream-repeats-tool-name": {
+        "tool_calls/streaming_matches_non_streaming",
+    },
+    "stringified-arguments": {
+        "bfcl/bfcl_calls[plain]",
+        "bfcl/bfcl_calls[stream]",
+        "tool_calls/arguments_match_schema[plain]",
+        "tool_calls/arguments_match_schema[stream]",
+        "tool_calls/calls_match_expected[plain]",
+        "tool_calls/calls_match_expected[stream]",
+    },
+    "tool-choice-named-ignored": {
+        "request_validation/invalid_request_rejected[plain]",
+        "request_validation/invalid_request_rejected[stream]",
+        "tool_calls/tool_choice_named[plain]",
+        "tool_calls/tool_choice_named[stream]",
+    },
+    "tool-choice-none-ignored": {
+        "tool_calls/tool_choice_none[plain]",
+        "tool_calls/tool_choice_none[stream]",
+    },
+    "tool-choice-required-ignored": {
+        "tool_calls/round_trip_uses_tool_result[plain]",
+        "tool_calls/round_trip_uses_tool_result[stream]",
+        "tool_calls/tool_choice_required[plain]",
+        "tool_calls/tool_choice_required[stream]",
+    },
+    "usage-excludes-reasoning": {
+        "reasoning/usage_counts_reasoning[plain]",
+        "reasoning/usage_counts_reasoning[stream]",
+    },
+    "validation-500": {
+        "request_validation/invalid_request_rejected[plain]",
+        "request_validation/invalid_request_rejected[stream]",
+    },
+    "xtml-tools-without-tools": {
+        "tool_calls/no_tool_markup_in_content[plain]",
+        "tool_calls/no_tool_markup_in_content[stream]",
+    },
+}
+# Profiles whose fault only strict mode treats as one.
+EXTRA_ARGUMENTS = {"reasoning-field-vllm": ["--k3-strict-reasoning-field"]}
+
+
+@pytest.fixture
+def suites_project(pytester: pytest.Pytester) -> pytest.Pytester:
+    for path in (REPO / "suites").glob("*.py"):
+        shutil.copy(path, pytester.path / path.name)
+    return pytester
+
+
+def outcomes(results: Path) -> list[dict[str, object]]:
+    found = []
+    for path in results.glob("*/*/records-*.jsonl"):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("kind") == "outcome":
+                found.append(record)
+    return found
+
+
+def check_name(outcome: dict[str, object]) -> str:
+    name = f"{outcome['suite']}/{str(outcome['test']).removeprefix('test_')}"
+    return name + (f"[{outcome['mode']}]" if outcome.get("mode") else "")
+
+
+def run_suites(project: pytest.Pytester, profile: str) -> list[dict[str, object]]:
+    project.runpytest_subprocess(
+        "--k3-endpoint",
+        f"reference:{profile}",
+        "--k3-results-dir",
+        "out",
+        "--k3-backoff",
+        "0",
+        "--k3-retries",
+        "0",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        *EXTRA_ARGUMENTS.get(profile, []),
+    )
+    return outcomes(project.path / "out")
+
+
+def test_every_fault_profile_is_covered() -> None:
+    from k3conformance.reference.profiles import PROFILES
+
+    assert set(TARGETS) == set(EXPECTED_FAILURES) == set(PROFILES) - {"tp8"}
+    for profile, (check, _) in TARGETS.items():
+        assert check in EXPECTED_FAILURES[profile], profile
+
+
+def test_every_check_is_proven_by_some_profile(suites_project: pytest.Pytester) -> None:
+    records = run_suites(suites_project, "tp8")
+    checks = {check_name(outcome) for outcome in records}
+    assert all(outcome["outcome"] == "passed" for outcome in records), "the healthy profile must pass everything"
+    proven = set().union(*EXPECTED_FAILURES.values())
+    assert checks - proven == set(), "these checks fail on no fault profile: they are not shown to catch anything"
+
+
+@pytest.mark.parametrize("profile", sorted(TARGETS))
+def test_fault_profile_fails_its_checks_and_only_those(suites_project: pytest.Pytester, profile: str) -> None:
+    records = run_suites(suites_project, profile)
+    assert records, "the suites did not run"
+    not_scored = {check_name(outcome) for outcome in records if outcome["outcome"] not in ("passed", "failed")}
+    assert not_scored == set(), "a fault must show as a failed check, not an error"
+    failing = {check_name(outcome) for outcome in records if outcome["outcome"] == "failed"}
+    assert failing == EXPECTED_FAILURES[profile]
+    target, layer = TARGETS[profile]
+    layers = {
+        outcome["layer"] for outcome in records if outcome["outcome"] == "failed" and check_name(outcome) == target
+    }
+    assert layers == {layer}
+    message = next(str(o["message"]) for o in records if o["outcome"] == "failed" and check_name(o) == target)
+    assert message.startswith(f"[layer: {layer}] expected ") and "; got: " in message

@@ -1,0 +1,685 @@
+"""The reference deployment's fault profiles: each shows its one fault, and nothing else differs from tp8."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from k3conformance.reference import RunningServer, default_fixtures_dir
+from k3conformance.reference.faults import KNOWN_FAULTS, PrefixCache, prefix_cache_for
+from k3conformance.reference.profiles import PROFILES, get_profile
+from k3conformance.reference.server import start_in_thread
+
+MODEL = "kimi-k3-simulator"
+SMOKE = {
+    item["id"]: item["prompt"] for item in json.loads((default_fixtures_dir() / "smoke.json").read_text())["items"]
+}
+PONG = SMOKE["pong"]
+CAPITAL = SMOKE["capital-of-france"]
+SUM = SMOKE["sum-17-25"]
+FORECAST_PROMPT = "Give me the 3-day forecast for Paris."
+TWO_CITIES_PROMPT = "Compare the weather in Paris and in Rome."
+# Items with expected tool calls, which smoke.json does not have.
+TOOL_SUITE = {
+    "suite": "fault-tools",
+    "items": [
+        {
+            "id": "forecast",
+            "prompt": FORECAST_PROMPT,
+            "answer": "sunny",
+            "simulator": {
+                "reply": "Sunny for three days.",
+                "graded": False,
+                "tool_calls": [{"name": "get_forecast", "arguments": {"city": "Paris", "days": 3}}],
+            },
+        },
+        {
+            "id": "two-cities",
+            "prompt": TWO_CITIES_PROMPT,
+            "answer": "both sunny",
+            "simulator": {
+                "reply": "Both are sunny.",
+                "graded": False,
+                "tool_calls": [
+                    {"name": "get_weather", "arguments": {"city": "Paris"}},
+                    {"name": "get_weather", "arguments": {"city": "Rome"}},
+                ],
+            },
+        },
+    ],
+}
+
+
+def function_tool(name: str, properties: dict[str, Any] | None = None) -> dict[str, Any]:
+    properties = properties or {"city": {"type": "string"}}
+    schema = {"type": "object", "properties": properties, "required": list(properties)}
+    return {"type": "function", "function": {"name": name, "parameters": schema}}
+
+
+WEATHER = function_tool("get_weather")
+FORECAST = function_tool("get_forecast", {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}})
+TYPED = function_tool(
+    "log_reading",
+    {
+        "sensor": {"type": "string"},
+        "value": {"type": "number"},
+        "count": {"type": "integer"},
+        "ok": {"type": "boolean"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "where": {"type": "object", "properties": {"room": {"type": "string"}}, "required": ["room"]},
+    },
+)
+TOOLS = [WEATHER, FORECAST, TYPED]
+DECLARED = {tool["function"]["name"] for tool in TOOLS}
+FORECAST_MARKUP = (
+    '<|open|>tools<|sep|><|open|>call tool="get_forecast" index="0"<|sep|>'
+    '<|open|>argument key="city" type="string"<|sep|>Paris<|close|>argument<|sep|>'
+    '<|open|>argument key="days" type="integer"<|sep|>3<|close|>argument<|sep|>'
+    "<|close|>call<|sep|><|close|>tools<|sep|>"
+)
+# The four invalid requests that a sloppy validator gets wrong.
+MALFORMED: dict[str, dict[str, Any]] = {
+    "duplicate-tool-names": {"tools": [WEATHER, WEATHER]},
+    "invalid-tool-name": {"tools": [function_tool("bad name!")]},
+    "tool-message-without-id": {"messages": [{"role": "user", "content": PONG}, {"role": "tool", "content": "42"}]},
+    "invalid-tool-choice": {"tools": TOOLS, "tool_choice": "sometimes"},
+}
+
+
+def user(prompt: str, **fields: Any) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": prompt}], **fields}
+
+
+# --- servers and HTTP ------------------------------------------------------------------
+
+
+class Servers:
+    """One reference deployment per profile, started on first use."""
+
+    def __init__(self, fixtures_dir: Path) -> None:
+        self._fixtures_dir = fixtures_dir
+        self._running: dict[str, RunningServer] = {}
+
+    def __getitem__(self, profile: str) -> RunningServer:
+        if profile not in self._running:
+            self._running[profile] = start_in_thread(get_profile(profile), fixtures_dir=self._fixtures_dir)
+        return self._running[profile]
+
+    def stop_all(self) -> None:
+        for server in self._running.values():
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    directory = tmp_path_factory.mktemp("fixtures")
+    shutil.copy(default_fixtures_dir() / "smoke.json", directory / "smoke.json")
+    (directory / "fault-tools.json").write_text(json.dumps(TOOL_SUITE))
+    running = Servers(directory)
+    yield running
+    running.stop_all()
+
+
+def post(server: RunningServer, body: dict[str, Any]) -> tuple[int, bytes]:
+    request = urllib.request.Request(
+        server.url + "/chat/completions",
+        data=json.dumps({"model": MODEL, **body}).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def completion(server: RunningServer, body: dict[str, Any]) -> dict[str, Any]:
+    status, raw = post(server, {**body, "stream": False})
+    assert status == 200, raw
+    return json.loads(raw)  # type: ignore[no-any-return]
+
+
+def chunks(server: RunningServer, body: dict[str, Any], include_usage: bool = True) -> list[dict[str, Any]]:
+    fields: dict[str, Any] = {"stream": True}
+    if include_usage:
+        fields["stream_options"] = {"include_usage": True}
+    status, raw = post(server, {**body, **fields})
+    assert status == 200, raw
+    frames = [frame.removeprefix("data: ") for frame in raw.decode().split("\n\n") if frame]
+    assert frames[-1] == "[DONE]"
+    return [json.loads(frame) for frame in frames[:-1]]
+
+
+def deltas(stream: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [chunk["choices"][0]["delta"] for chunk in stream if chunk["choices"]]
+
+
+def without_identity(value: dict[str, Any]) -> dict[str, Any]:
+    # Response id and creation time are the only parts of an answer that differ between servers.
+    return {key: field for key, field in value.items() if key not in ("id", "created")}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answer as a client reads it, from either mode; tool calls are merged by index as a client does."""
+
+    reasoning: str | None  # the `reasoning_content` field
+    content: str | None
+    tool_calls: list[dict[str, Any]] | None  # None when the field is null or never streamed
+    finish_reasons: list[str]
+    usage: dict[str, Any] | None
+
+
+def answer(server: RunningServer, body: dict[str, Any], stream: bool) -> Answer:
+    if not stream:
+        whole = completion(server, body)
+        choice = whole["choices"][0]
+        message = choice["message"]
+        return Answer(
+            message.get("reasoning_content"),
+            message["content"],
+            message["tool_calls"],
+            [choice["finish_reason"]],
+            whole["usage"],
+        )
+    reasoning: str | None = None
+    content: str | None = None
+    calls: dict[int, dict[str, Any]] | None = None
+    finishes: list[str] = []
+    usage = None
+    for chunk in chunks(server, body):
+        usage = chunk.get("usage") or usage
+        if not chunk["choices"]:
+            continue
+        delta = chunk["choices"][0]["delta"]
+        if delta.get("reasoning_content") is not None:
+            reasoning = (reasoning or "") + delta["reasoning_content"]
+        if delta.get("content") is not None:
+            content = (content or "") + delta["content"]
+        if "tool_calls" in delta:
+            calls = _merge_calls(calls or {}, delta["tool_calls"])
+        if chunk["choices"][0]["finish_reason"]:
+            finishes.append(chunk["choices"][0]["finish_reason"])
+    return Answer(reasoning, content, None if calls is None else list(calls.values()), finishes, usage)
+
+
+def _merge_calls(calls: dict[int, dict[str, Any]], pieces: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    for piece in pieces:
+        call = calls.setdefault(piece["index"], {"id": piece.get("id"), "type": piece.get("type"), "function": {}})
+        function = call["function"]
+        function.setdefault("name", piece["function"].get("name"))
+        function["arguments"] = function.get("arguments", "") + piece["function"].get("arguments", "")
+    return calls
+
+
+def call_names(reply: Answer) -> list[str]:
+    return [call["function"]["name"] for call in reply.tool_calls or []]
+
+
+BOTH_MODES = pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+
+
+# --- the profiles themselves -----------------------------------------------------------
+
+
+def test_every_known_fault_has_its_own_profile_on_top_of_tp8() -> None:
+    assert set(PROFILES) == {"tp8"} | KNOWN_FAULTS
+    tp8 = get_profile("tp8")
+    for fault in KNOWN_FAULTS:
+        profile = get_profile(fault)
+        assert profile.faults == {fault} and profile.base == "tp8"
+        assert (profile.accuracy, profile.reasoning_words, profile.latency_s) == (
+            tp8.accuracy,
+            tp8.reasoning_words,
+            tp8.latency_s,
+        )
+        assert profile.description.startswith("tp8 plus one fault: ")
+
+
+def test_the_healthy_profile_keeps_no_state_across_requests() -> None:
+    assert prefix_cache_for(get_profile("tp8").faults) is None
+    assert isinstance(prefix_cache_for(get_profile("prefix-cache-corruption").faults), PrefixCache)
+
+
+# --- each fault is present ---------------------------------------------------------------
+
+PresenceCheck = Callable[[RunningServer, RunningServer], None]
+PRESENCE_CHECKS: dict[str, PresenceCheck] = {}
+
+
+def shows(fault: str) -> Callable[[PresenceCheck], PresenceCheck]:
+    """Registers a check that `fault`'s server shows the fault and tp8's server does not."""
+
+    def register(check: PresenceCheck) -> PresenceCheck:
+        PRESENCE_CHECKS[fault] = check
+        return check
+
+    return register
+
+
+def test_every_fault_has_a_presence_check() -> None:
+    assert set(PRESENCE_CHECKS) == KNOWN_FAULTS
+
+
+@pytest.mark.parametrize("fault", sorted(KNOWN_FAULTS))
+def test_fault_is_present(servers: Servers, fault: str) -> None:
+    PRESENCE_CHECKS[fault](servers[fault], servers["tp8"])
+
+
+# Reasoning and the API
+
+
+@shows("no-reasoning-parser")
+def thinking_arrives_inline_in_content(faulty: RunningServer, healthy: RunningServer) -> None:
+    reasoning = completion(healthy, user(CAPITAL))["choices"][0]["message"]["reasoning_content"]
+    inline = f"<|open|>think<|sep|>{reasoning}<|close|>think<|sep|>Paris"
+    message = completion(faulty, user(CAPITAL))["choices"][0]["message"]
+    assert "reasoning_content" not in message and "reasoning" not in message
+    assert message["content"] == inline
+    streamed = answer(faulty, user(CAPITAL), stream=True)
+    assert all("reasoning_content" not in delta for delta in deltas(chunks(faulty, user(CAPITAL))))
+    assert (streamed.reasoning, streamed.content) == (None, inline)
+
+
+@shows("reasoning-field-vllm")
+def reasoning_travels_in_the_vllm_field(faulty: RunningServer, healthy: RunningServer) -> None:
+    healthy_message = completion(healthy, user(CAPITAL))["choices"][0]["message"]
+    message = completion(faulty, user(CAPITAL))["choices"][0]["message"]
+    assert "reasoning_content" not in message
+    assert message["reasoning"] == healthy_message["reasoning_content"]
+    streamed = deltas(chunks(faulty, user(CAPITAL)))
+    assert all("reasoning_content" not in delta for delta in streamed)
+    assert "".join(delta.get("reasoning", "") for delta in streamed) == healthy_message["reasoning_content"]
+
+
+@shows("message-close-leak")
+def stream_ends_with_the_message_close_marker(faulty: RunningServer, healthy: RunningServer) -> None:
+    stream = chunks(faulty, user(CAPITAL))
+    finish = next(i for i, chunk in enumerate(stream) if chunk["choices"] and chunk["choices"][0]["finish_reason"])
+    assert stream[finish - 1]["choices"][0]["delta"] == {"content": "<|close|>message<|sep|>"}
+    assert answer(faulty, user(CAPITAL), stream=True).content == "Paris<|close|>message<|sep|>"
+    assert answer(healthy, user(CAPITAL), stream=True).content == "Paris"
+
+
+@shows("k2-think-tags")
+def reasoning_is_wrapped_in_think_tags(faulty: RunningServer, healthy: RunningServer) -> None:
+    for stream in (False, True):
+        reasoning = answer(healthy, user(CAPITAL), stream).reasoning
+        assert answer(faulty, user(CAPITAL), stream).reasoning == f"<think>{reasoning}</think>"
+
+
+@shows("raw-stop-token")
+def finish_reason_is_the_raw_stop_token(faulty: RunningServer, healthy: RunningServer) -> None:
+    for stream in (False, True):
+        assert answer(faulty, user(CAPITAL), stream).finish_reasons == ["stop_163586"]
+        assert answer(healthy, user(CAPITAL), stream).finish_reasons == ["stop"]
+
+
+@shows("empty-content")
+def answer_is_swallowed_into_reasoning(faulty: RunningServer, healthy: RunningServer) -> None:
+    for stream in (False, True):
+        expected = answer(healthy, user(CAPITAL), stream)
+        reply = answer(faulty, user(CAPITAL), stream)
+        assert (reply.content, reply.finish_reasons) == ("", ["stop"])
+        assert reply.reasoning == f"{expected.reasoning}\nParis"
+        # The swallowed answer is counted as reasoning: usage stays consistent with what was sent.
+        assert reply.usage is not None and expected.usage is not None
+        assert reply.usage["completion_tokens"] == expected.usage["completion_tokens"]
+        assert reply.usage["completion_tokens_details"]["reasoning_tokens"] == len(reply.reasoning.split())
+
+
+@shows("length-reported-as-stop")
+def truncation_is_reported_as_stop(faulty: RunningServer, healthy: RunningServer) -> None:
+    truncated = user(CAPITAL, max_tokens=10)
+    for stream in (False, True):
+        assert answer(healthy, truncated, stream).finish_reasons == ["length"]
+        reply = answer(faulty, truncated, stream)
+        assert reply.finish_reasons == ["stop"] and reply.usage is not None
+        assert reply.usage["completion_tokens"] == 10
+
+
+@shows("effort-ignored")
+def every_effort_reasons_at_max_length(faulty: RunningServer, healthy: RunningServer) -> None:
+    def reasoning_tokens(server: RunningServer, effort: str) -> int:
+        usage = completion(server, user(CAPITAL, reasoning_effort=effort, seed=1))["usage"]
+        return int(usage["completion_tokens_details"]["reasoning_tokens"])
+
+    assert reasoning_tokens(healthy, "low") * 4 < reasoning_tokens(healthy, "max")
+    assert reasoning_tokens(faulty, "low") == reasoning_tokens(faulty, "max") == reasoning_tokens(healthy, "max")
+
+
+@shows("null-reasoning-stream")
+def stream_loses_reasoning_behind_null_fields(faulty: RunningServer, healthy: RunningServer) -> None:
+    stream = chunks(faulty, user(CAPITAL))
+    streamed = deltas(stream)
+    assert all(delta["reasoning_content"] is None for delta in streamed)
+    assert streamed[0] == {"role": "assistant", "reasoning_content": None}
+    reply, expected = answer(faulty, user(CAPITAL), stream=True), answer(healthy, user(CAPITAL), stream=True)
+    assert expected.reasoning and reply.reasoning is None
+    assert (reply.content, reply.finish_reasons, reply.usage) == (expected.content, ["stop"], expected.usage)
+
+
+@shows("double-finish")
+def stream_finishes_twice(faulty: RunningServer, healthy: RunningServer) -> None:
+    finishes = [
+        (chunk["choices"][0]["finish_reason"], chunk["choices"][0]["delta"])
+        for chunk in chunks(faulty, user(CAPITAL))
+        if chunk["choices"] and chunk["choices"][0]["finish_reason"]
+    ]
+    assert finishes == [("stop", {}), ("stop", {})]
+    assert answer(healthy, user(CAPITAL), stream=True).finish_reasons == ["stop"]
+
+
+@shows("no-stream-usage")
+def stream_has_no_usage_frame(faulty: RunningServer, healthy: RunningServer) -> None:
+    assert all(chunk["choices"] and "usage" not in chunk for chunk in chunks(faulty, user(CAPITAL)))
+    assert answer(faulty, user(CAPITAL), stream=True).usage is None
+    assert answer(healthy, user(CAPITAL), stream=True).usage is not None
+
+
+@shows("content-before-reasoning")
+def stream_sends_content_before_reasoning(faulty: RunningServer, healthy: RunningServer) -> None:
+    kinds = [next(iter(delta)) for delta in deltas(chunks(faulty, user(CAPITAL))) if delta]
+    text = [kind for kind in kinds if kind in ("content", "reasoning_content")]
+    assert text[0] == "content" and text.index("reasoning_content") > text.index("content")
+    assert text == sorted(text, key=["content", "reasoning_content"].index)
+    assert answer(faulty, user(CAPITAL), stream=True) == answer(healthy, user(CAPITAL), stream=True)
+
+
+@shows("usage-excludes-reasoning")
+def completion_tokens_leave_out_reasoning(faulty: RunningServer, healthy: RunningServer) -> None:
+    for stream in (False, True):
+        expected = answer(healthy, user(CAPITAL), stream).usage
+        usage = answer(faulty, user(CAPITAL), stream).usage
+        assert expected is not None and usage is not None
+        reasoning_tokens = expected["completion_tokens_details"]["reasoning_tokens"]
+        assert usage["completion_tokens_details"]["reasoning_tokens"] == reasoning_tokens > 0
+        assert usage["completion_tokens"] == expected["completion_tokens"] - reasoning_tokens == 1  # "Paris"
+        assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+
+
+@shows("rejects-reasoning-history")
+def reasoning_in_history_is_rejected(faulty: RunningServer, healthy: RunningServer) -> None:
+    for field in ("reasoning_content", "reasoning"):
+        history = [
+            {"role": "user", "content": SUM},
+            {"role": "assistant", "content": "42", field: "17 plus 25 is 42."},
+            {"role": "user", "content": CAPITAL},
+        ]
+        for stream in (False, True):
+            status, raw = post(faulty, {"messages": history, "stream": stream})
+            assert status == 400
+            error = json.loads(raw)["error"]
+            assert error["type"] == "invalid_request_error" and error["message"]
+            assert post(healthy, {"messages": history, "stream": stream})[0] == 200
+
+
+# Tool calls
+
+
+@shows("empty-tool-calls")
+def tool_calls_are_empty_and_markup_is_content(faulty: RunningServer, healthy: RunningServer) -> None:
+    asked = user(FORECAST_PROMPT, tools=TOOLS)
+    for stream in (False, True):
+        assert call_names(answer(healthy, asked, stream)) == ["get_forecast"]
+        reply = answer(faulty, asked, stream)
+        assert (reply.tool_calls, reply.content, reply.finish_reasons) == ([], FORECAST_MARKUP, ["tool_calls"])
+    tool_deltas = [delta["tool_calls"] for delta in deltas(chunks(faulty, asked)) if "tool_calls" in delta]
+    assert tool_deltas == [[]]
+
+
+@shows("stringified-arguments")
+def non_string_arguments_arrive_as_strings(faulty: RunningServer, healthy: RunningServer) -> None:
+    asked = user("Log a reading.", tools=TOOLS, tool_choice={"type": "function", "function": {"name": "log_reading"}})
+    for stream in (False, True):
+        (healthy_call,) = answer(healthy, asked, stream).tool_calls or []
+        (call,) = answer(faulty, asked, stream).tool_calls or []
+        expected = json.loads(healthy_call["function"]["arguments"])
+        assert {type(value) for value in expected.values()} == {str, float, int, bool, list, dict}
+        arguments = json.loads(call["function"]["arguments"])
+        assert arguments == {key: v if isinstance(v, str) else json.dumps(v) for key, v in expected.items()}
+
+
+@shows("hallucinated-tool-name")
+def tool_name_keeps_the_functions_prefix(faulty: RunningServer, healthy: RunningServer) -> None:
+    asked = user(FORECAST_PROMPT, tools=TOOLS)
+    for stream in (False, True):
+        assert call_names(answer(healthy, asked, stream)) == ["get_forecast"]
+        (name,) = call_names(answer(faulty, asked, stream))
+        assert name == "functions.get_forecast" and name not in DECLARED
+
+
+@shows("reused-tool-ids")
+def tool_ids_restart_every_turn(faulty: RunningServer, healthy: RunningServer) -> None:
+    def ids_over_turns(server: RunningServer, stream: bool) -> list[list[str]]:
+        messages: list[dict[str, Any]] = []
+        ids = []
+        for _ in range(2):
+            messages.append({"role": "user", "content": TWO_CITIES_PROMPT})
+            calls = answer(server, {"messages": messages, "tools": TOOLS}, stream).tool_calls or []
+            ids.append([call["id"] for call in calls])
+            messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+            messages += [{"role": "tool", "tool_call_id": call["id"], "content": "sunny"} for call in calls]
+        return ids
+
+    for stream in (False, True):
+        assert ids_over_turns(healthy, stream) == [
+            ["functions.get_weather:0", "functions.get_weather:1"],
+            ["functions.get_weather:2", "functions.get_weather:3"],
+        ]
+        assert ids_over_turns(faulty, stream) == [["functions.get_weather:0", "functions.get_weather:1"]] * 2
+
+
+@shows("duplicate-tool-ids")
+def parallel_calls_share_one_id(faulty: RunningServer, healthy: RunningServer) -> None:
+    asked = user(TWO_CITIES_PROMPT, tools=TOOLS)
+    for stream in (False, True):
+        assert [call["id"] for call in answer(healthy, asked, stream).tool_calls or []] == [
+            "functions.get_weather:0",
+            "functions.get_weather:1",
+        ]
+        assert [call["id"] for call in answer(faulty, asked, stream).tool_calls or []] == ["functions.get_weather:0"] * 2
+
+
+@shows("tool-choice-none-ignored")
+def tool_choice_none_still_calls(faulty: RunningServer, healthy: RunningServer) -> None:
+    asked = user(FORECAST_PROMPT, tools=TOOLS, tool_choice="none")
+    for stream in (False, True):
+        expected = answer(healthy, asked, stream)
+        assert (expected.tool_calls, expected.content) == (None, "Sunny for three days.")
+        assert call_names(answer(faulty, asked, stream)) == ["get_forecast"]
+
+
+@shows("tool-choice-required-ignored")
+def tool_choice_required_may_answer_in_text(faulty: RunningServer, healthy: RunningServer) -> None:
+    asked = user(PONG, tools=TOOLS, tool_choice="required")
+    for stream in (False, True):
+        assert call_names(answer(healthy, asked, stream)) == ["get_weather"]  # no overlap: the first tool
+        reply = answer(faulty, asked, stream)
+        assert (reply.tool_calls, reply.content, reply.finish_reasons) == (None, "pong", ["stop"])
+
+
+@shows("tool-choice-named-ignored")
+def named_tool_choice_is_not_enforced(faulty: RunningServer, healthy: RunningServer) -> None:
+    asked = user(PONG, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_forecast"}})
+    for stream in (False, True):
+        assert call_names(answer(healthy, asked, stream)) == ["get_forecast"]
+        reply = answer(faulty, asked, stream)
+        assert (reply.tool_calls, reply.content) == (None, "pong")
+    undeclared = user(PONG, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "nope"}})
+    assert post(healthy, undeclared)[0] == 400
+    assert answer(faulty, undeclared, stream=False).content == "pong"
+
+
+@shows("required-without-tools-accepted")
+def tool_choice_without_tools_is_answered(faulty: RunningServer, healthy: RunningServer) -> None:
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    for fields in ({"tool_choice": "required"}, {"tools": [], "tool_choice": "required"}, {"tool_choice": named}):
+        asked = user(PONG, **fields)
+        assert post(healthy, asked)[0] == 400
+        for stream in (False, True):
+            reply = answer(faulty, asked, stream)
+            assert (reply.tool_calls, reply.content, reply.finish_reasons) == (None, "pong", ["stop"])
+
+
+@shows("parallel-index-collision")
+def parallel_calls_share_index_zero(faulty: RunningServer, healthy: RunningServer) -> None:
+    asked = user(TWO_CITIES_PROMPT, tools=TOOLS)
+    indexes = [call["index"] for delta in deltas(chunks(faulty, asked)) for call in delta.get("tool_calls", [])]
+    assert indexes == [0, 0]
+    assert len(answer(faulty, asked, stream=True).tool_calls or []) == 1  # a client merges them into one
+    assert call_names(answer(healthy, asked, stream=True)) == ["get_weather", "get_weather"]
+
+
+@shows("eager-tool-calls")
+def chit_chat_calls_a_tool(faulty: RunningServer, healthy: RunningServer) -> None:
+    for stream in (False, True):
+        assert answer(healthy, user(PONG, tools=TOOLS), stream).content == "pong"
+        assert call_names(answer(faulty, user(PONG, tools=TOOLS), stream)) == ["get_weather"]  # no match: the first
+        assert call_names(answer(faulty, user("Please log a reading.", tools=TOOLS), stream)) == ["log_reading"]
+
+
+@shows("stream-repeats-tool-name")
+def every_tool_delta_repeats_the_name(faulty: RunningServer, healthy: RunningServer) -> None:
+    asked = user(FORECAST_PROMPT, tools=TOOLS)
+    pieces = [call for delta in deltas(chunks(faulty, asked)) for call in delta.get("tool_calls", [])]
+    assert len(pieces) >= 3
+    assert all(
+        (p["id"], p["type"], p["function"]["name"]) == (pieces[0]["id"], "function", "get_forecast") for p in pieces
+    )
+    (expected,) = answer(healthy, asked, stream=True).tool_calls or []
+    assert "".join(piece["function"]["arguments"] for piece in pieces) == expected["function"]["arguments"]
+    assert "".join(piece["function"]["name"] for piece in pieces) == "get_forecast" * len(pieces)
+
+
+@shows("xtml-tools-without-tools")
+def tool_markup_leaks_without_tools(faulty: RunningServer, healthy: RunningServer) -> None:
+    for stream in (False, True):
+        assert answer(healthy, user(FORECAST_PROMPT), stream).content == "Sunny for three days."
+        reply = answer(faulty, user(FORECAST_PROMPT), stream)
+        assert (reply.tool_calls, reply.content, reply.finish_reasons) == (None, FORECAST_MARKUP, ["stop"])
+
+
+@shows("response-format-ignored")
+def response_format_gives_plain_text(faulty: RunningServer, healthy: RunningServer) -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    formats = [{"type": "json_object"}, {"type": "json_schema", "json_schema": {"name": "city", "schema": schema}}]
+    for response_format in formats:
+        asked = user(CAPITAL, response_format=response_format)
+        for stream in (False, True):
+            assert isinstance(json.loads(answer(healthy, asked, stream).content or ""), dict)
+            assert answer(faulty, asked, stream).content == "Paris"
+
+
+@shows("lenient-validation")
+def invalid_requests_are_answered(faulty: RunningServer, healthy: RunningServer) -> None:
+    for fields in MALFORMED.values():
+        asked = {**user(PONG), **fields}
+        assert post(healthy, asked)[0] == 400
+        for stream in (False, True):
+            reply = answer(faulty, asked, stream)
+            assert reply.content and reply.finish_reasons == ["stop"]
+
+
+@shows("validation-500")
+def invalid_requests_crash_with_500(faulty: RunningServer, healthy: RunningServer) -> None:
+    for fields in MALFORMED.values():
+        asked = {**user(PONG), **fields}
+        assert post(healthy, asked)[0] == 400
+        status, raw = post(faulty, asked)
+        assert status == 500
+        error = json.loads(raw)["error"]
+        assert error["type"] == "server_error" and error["message"]
+
+
+# State
+
+
+def long_prompt(question: str, context: str = "fact") -> str:
+    return " ".join(f"{context}{n}" for n in range(1_000)) + f"\n\nQuestion: {question}"
+
+
+@shows("prefix-cache-corruption")
+def reused_long_prefix_corrupts_the_answer(faulty: RunningServer, healthy: RunningServer) -> None:
+    def reply(server: RunningServer, prompt: str) -> str | None:
+        return answer(server, user(prompt, seed=0), stream=False).content
+
+    for _ in range(2):
+        assert reply(healthy, long_prompt(SUM)) == "42"
+        assert reply(faulty, SUM) == "42"  # short prompts are never cached
+    assert reply(faulty, long_prompt(SUM)) == "42"  # the first request with a prefix is answered normally
+    corrupted = reply(faulty, long_prompt(SUM))
+    assert corrupted != "42" and corrupted is not None and corrupted.lstrip("-").isdigit()
+    assert reply(faulty, long_prompt(CAPITAL)) != "Paris"  # same prefix, another question: still corrupted
+    assert reply(faulty, long_prompt(CAPITAL, context="note")) == "Paris"  # a new prefix
+    generic = long_prompt("Tell me something.", context="aside")
+    assert reply(faulty, generic) == reply(healthy, generic)
+    assert answer(faulty, user(generic, seed=0), stream=True).content != reply(healthy, generic)
+
+
+# --- faults only where they apply ------------------------------------------------------------
+
+PLAIN = user(CAPITAL)
+THINKING_OFF = user(CAPITAL, thinking={"type": "disabled"})
+TRUNCATED = user(CAPITAL, max_tokens=10)
+TOOL_TURN = user(FORECAST_PROMPT, tools=TOOLS)
+# Requests, and whether to stream them, where a fault cannot show; every other fault is
+# checked on PLAIN in both modes.
+WHERE_FAULT_CANNOT_APPLY: dict[str, list[tuple[dict[str, Any], bool]]] = {
+    # The null field is absent rather than null, which a client cannot tell apart.
+    "no-reasoning-parser": [(THINKING_OFF, True)],
+    "reasoning-field-vllm": [(THINKING_OFF, True)],
+    "k2-think-tags": [(THINKING_OFF, False), (THINKING_OFF, True)],
+    "raw-stop-token": [(TRUNCATED, False), (TRUNCATED, True), (TOOL_TURN, False), (TOOL_TURN, True)],
+    "empty-content": [(TOOL_TURN, False), (TOOL_TURN, True)],
+    "usage-excludes-reasoning": [(THINKING_OFF, False), (THINKING_OFF, True)],
+    "message-close-leak": [(PLAIN, False)],
+    "null-reasoning-stream": [(PLAIN, False)],
+    "double-finish": [(PLAIN, False)],
+    "no-stream-usage": [(PLAIN, False)],  # and streams without include_usage, tested below
+    "content-before-reasoning": [(PLAIN, False), (THINKING_OFF, True)],
+}
+STREAM_ONLY = {
+    "message-close-leak": PLAIN,
+    "null-reasoning-stream": PLAIN,
+    "double-finish": PLAIN,
+    "no-stream-usage": PLAIN,
+    "content-before-reasoning": PLAIN,
+    "parallel-index-collision": user(TWO_CITIES_PROMPT, tools=TOOLS),
+    "stream-repeats-tool-name": TOOL_TURN,
+}
+
+
+def as_sent(server: RunningServer, body: dict[str, Any], stream: bool) -> list[dict[str, Any]]:
+    if stream:
+        return [without_identity(chunk) for chunk in chunks(server, body, include_usage=True)]
+    return [without_identity(completion(server, body))]
+
+
+@pytest.mark.parametrize("fault", sorted(KNOWN_FAULTS))
+def test_fault_profile_answers_like_tp8_where_its_fault_cannot_apply(servers: Servers, fault: str) -> None:
+    for body, stream in WHERE_FAULT_CANNOT_APPLY.get(fault, [(PLAIN, False), (PLAIN, True)]):
+        assert as_sent(servers[fault], body, stream) == as_sent(servers["tp8"], body, stream)
+
+
+def test_no_stream_usage_is_harmless_when_no_usage_is_asked_for(servers: Servers) -> None:
+    def sent(server: RunningServer) -> list[dict[str, Any]]:
+        return [without_identity(chunk) for chunk in chunks(server, PLAIN, include_usage=False)]
+
+    assert sent(servers["no-stream-usage"]) == sent(servers["tp8"])
+
+
+@pytest.mark.parametrize("fault", sorted(STREAM_ONLY))
+def test_stream_only_fault_leaves_the_non_streaming_answer_healthy(servers: Servers, fault: str) -> None:
+    body = STREAM_ONLY[fault]
+    assert as_sent(servers[fault], body, stream=True) != as_sent(servers["tp8"], body, stream=True)
+    assert as_sent(servers[fault], body, stream=False) == as_sent(servers["tp8"], body, stream=False)
