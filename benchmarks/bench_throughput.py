@@ -38,7 +38,8 @@ async def main():
     settings = Settings(endpoint=url, model=None, api_key=None, shape=None, results_dir=".", think_mode="opensource",
                         reasoning_effort=effort, concurrency=concurrency, timeout=600, retries=0, backoff=0, samples=1,
                         limit=None, max_tokens=None, temperature=1.0, top_p=0.95, seed=1234,
-                        strict_reasoning_field=False, cache_prompt_words=3000, resume=False)
+                        strict_reasoning_field=False, cache_prompt_words=3000, math_dataset=(), coding_dataset=(),
+                        context_lengths=(), resume=False)
     model = (await client.models.list()).data[0].id
 
     async def one(index):

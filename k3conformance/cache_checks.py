@@ -10,7 +10,6 @@ cold ones as often as two cold runs agree.
 
 from __future__ import annotations
 
-import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,22 +18,6 @@ from k3conformance.checks import expect
 from k3conformance.significance import binomial_p_at_least
 
 ALPHA = 0.05
-_WORDS = ["ledger", "quarterly", "river", "lantern", "orchard", "meridian", "copper", "signal", "harbor", "paper", "window", "garden", "council", "engine", "valley", "winter", "market", "silver", "library", "compass", "thread", "basin", "harvest", "beacon", "station", "granite", "meadow", "archive", "canal", "timber", "summit", "pattern", "journal"]
-
-
-def long_document(*, words: int, seed: str, needle: str, copy_label: str) -> str:
-    """Deterministic filler of about `words` words with `needle` in the middle. The first
-    line differs between copies so that two copies share no prompt prefix."""
-    rng = random.Random(seed)
-    sentences: list[str] = []
-    count = 0
-    while count < words:
-        length = rng.randint(8, 16)
-        sentence = " ".join(rng.choice(_WORDS) for _ in range(length))
-        sentences.append(sentence.capitalize() + ".")
-        count += length
-    sentences.insert(len(sentences) // 2, needle)
-    return f"Archive record, {copy_label}.\n\n" + " ".join(sentences)
 
 
 def extracted_code(content: str | None) -> str | None:

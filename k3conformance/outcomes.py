@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 
+from k3conformance.evaluation import ItemScore, summarize
 from k3conformance.probes import InfrastructureError, Probe
 
 USER_PROPERTY = "k3conformance"
 METRICS_KEY = pytest.StashKey[dict[str, float]]()
+SCORE_KEY = pytest.StashKey[ItemScore]()
 EXCERPT_CHARS = 400
 _LAYER = re.compile(r"\[layer: (\w+)\]")
 
@@ -84,6 +86,7 @@ def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
         "layer": layer,
         "message": message[:EXCERPT_CHARS],
         "metrics": item.stash[METRICS_KEY] if METRICS_KEY in item.stash else {},
+        "score": item.stash[SCORE_KEY].to_record() if SCORE_KEY in item.stash else None,
     }
 
 
@@ -113,9 +116,13 @@ class SuiteTally:
     # Numbers tests report through `k3_metrics`, summed over the suite (e.g. tool-call
     # trigger counts, from which precision and recall follow).
     metrics: dict[str, float] = field(default_factory=dict)
+    # Accuracy suites: each item's score, summed over the tests that scored it.
+    scores: dict[str, ItemScore] = field(default_factory=dict)
 
     def add(self, outcome: dict[str, Any], nodeid: str) -> None:
         self.tests += 1
+        if outcome.get("score") and outcome["item"] is not None:
+            self.scores.setdefault(outcome["item"], ItemScore()).merge(outcome["score"])
         if outcome["item"] is not None:
             self.items.add(outcome["item"])
         name = outcome["test"].removeprefix("test_") + (f"[{outcome['mode']}]" if outcome.get("mode") else "")
@@ -151,6 +158,9 @@ class SuiteTally:
         data = asdict(self)
         data["items"] = len(self.items)
         data["score"] = self.score
+        data["scores"] = {item: {"samples": s.samples, "correct": s.correct} for item, s in sorted(self.scores.items())}
+        accuracy = summarize(self.scores)
+        data["accuracy"] = asdict(accuracy) if accuracy else None
         return data
 
 

@@ -8,11 +8,20 @@ from typing import Any
 import pytest
 
 from k3conformance.endpoint_info import ResolvedEndpoint
+from k3conformance.evaluation import ItemScore
 from k3conformance.options import Settings, add_options, resolve_settings
-from k3conformance.outcomes import METRICS_KEY, USER_PROPERTY, classify, probe_of, tally_report
+from k3conformance.outcomes import METRICS_KEY, SCORE_KEY, USER_PROPERTY, classify, probe_of, tally_report
 from k3conformance.probes import InfrastructureError, Probe, ProbeResult
 from k3conformance.records import STATUS_COMPLETE, STATUS_RUNNING, utc_now
-from k3conformance.report import SIMULATOR_NOTICE, check_table, failure_lines, header_lines, metric_lines, suite_table
+from k3conformance.report import (
+    SIMULATOR_NOTICE,
+    accuracy_table,
+    check_table,
+    failure_lines,
+    header_lines,
+    metric_lines,
+    suite_table,
+)
 from k3conformance.session import STASH_KEY, WORKEROUTPUT_KEY, RunState
 
 # A conftest that sets this marks its directory as k3conformance suites: the endpoint
@@ -45,6 +54,11 @@ def _state(config: pytest.Config) -> RunState:
     return config.stash[STASH_KEY]
 
 
+def settings_of(config: pytest.Config) -> Settings:
+    """The resolved options, for suites that build their items in `pytest_generate_tests`."""
+    return _state(config).settings
+
+
 def _resolve_up_front(config: pytest.Config) -> bool:
     if config.option.collectonly:
         return False
@@ -62,9 +76,19 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     state.role = "controller" if session.config.pluginmanager.hasplugin("dsession") else "single"
     if not _resolve_up_front(session.config):
         return
+    _check_datasets(state.settings)
     state.ensure_endpoint()
     state.ensure_results_dir()
     state.write_summary(STATUS_RUNNING)
+
+
+def _check_datasets(settings: Settings) -> None:
+    from k3conformance.eval_datasets import DatasetUnavailable, check_datasets
+
+    try:
+        check_datasets(settings)
+    except DatasetUnavailable as error:
+        raise pytest.UsageError(str(error)) from None
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -160,6 +184,13 @@ def k3_metrics(request: pytest.FixtureRequest) -> dict[str, float]:
 
 
 @pytest.fixture
+def k3_score(request: pytest.FixtureRequest) -> ItemScore:
+    """This item's score in an accuracy suite: `add()` one entry per sample."""
+    node: pytest.Item = request.node
+    return node.stash.setdefault(SCORE_KEY, ItemScore())
+
+
+@pytest.fixture
 def k3_result(request: pytest.FixtureRequest) -> ProbeResult:
     """The responses to this test's probe (the `Probe` it is parametrized with)."""
     probe = probe_of(request.node)
@@ -230,6 +261,11 @@ class RunHooks:
             write("")
             for line in check_table(state.tallies).splitlines():
                 write(line)
+            accuracy = accuracy_table(state.tallies)
+            if accuracy:
+                write("")
+                for line in accuracy.splitlines():
+                    write(line)
             for line in [*metric_lines(state.tallies), *failure_lines(state.tallies)]:
                 write(line)
         stats = state.stats

@@ -68,6 +68,8 @@ class ApiRejection(AssertionError):
 class SampleResult:
     sample: int
     outcomes: dict[str, Outcome] = field(default_factory=dict)
+    # What a conversation worked out along the way (e.g. a sandbox execution), keyed by name.
+    notes: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -10,6 +10,7 @@ from tabulate import tabulate
 
 from k3conformance.endpoint_info import ResolvedEndpoint
 from k3conformance.endpoint_url import is_reference, strip_credentials
+from k3conformance.evaluation import summarize
 from k3conformance.options import Settings
 from k3conformance.outcomes import SuiteTally
 
@@ -66,7 +67,31 @@ def suite_table(tallies: Mapping[str, SuiteTally]) -> str:
         tally = tallies[suite]
         score = f"{tally.score:.1%}" if tally.score is not None else "-"
         rows.append([suite, len(tally.items), tally.tests, tally.passed, tally.failed, tally.infra_errors, tally.errors, score])
-    headers = ["suite", "items", "tests", "passed", "failed", "infra errors", "errors", "score"]
+    headers = ["suite", "items", "tests", "passed", "failed", "infra errors", "errors", "checks passed"]
+    return tabulate(rows, headers=headers, tablefmt="github")
+
+
+def accuracy_table(tallies: Mapping[str, SuiteTally]) -> str:
+    """The accuracy suites: what the gate compares across deployment shapes."""
+    rows = []
+    for suite in sorted(tallies):
+        accuracy = summarize(tallies[suite].scores)
+        if accuracy is None:
+            continue
+        rows.append(
+            [
+                suite,
+                accuracy.items,
+                accuracy.samples,
+                f"{accuracy.accuracy:.1%} [{accuracy.low:.1%}, {accuracy.high:.1%}]",
+                f"{accuracy.no_answer_rate:.1%}",
+                f"{accuracy.truncation_rate:.1%}",
+                f"{accuracy.mean_output_tokens:.0f}",
+            ]
+        )
+    if not rows:
+        return ""
+    headers = ["suite", "items", "samples", "accuracy [95% CI]", "no answer", "truncated", "mean output tokens"]
     return tabulate(rows, headers=headers, tablefmt="github")
 
 

@@ -59,6 +59,11 @@ class Exchange:
         self.probe = probe
         self.sample = sample
         self.outcomes: dict[str, Outcome] = {}
+        self.notes: dict[str, Any] = {}
+
+    def note(self, name: str, value: Any) -> None:
+        """Keep something the conversation computed for the test to read (`SampleResult.notes`)."""
+        self.notes[name] = value
 
     @property
     def settings(self) -> Settings:
@@ -175,7 +180,7 @@ class Runner:
             await probe.conversation(exchange)
         else:
             await asyncio.gather(*(exchange.send(step, partial) for step, partial in probe.requests.items()))
-        return SampleResult(sample, exchange.outcomes)
+        return SampleResult(sample, exchange.outcomes, exchange.notes)
 
     async def send(self, probe: Probe, sample: int, step: str, partial: Mapping[str, Any]) -> Outcome:
         body = build_body(

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from k3conformance import Completion, Probe, ProbeResult
-from k3conformance.cache_checks import agreement, check_agreement, extracted_code, long_document
+from k3conformance.cache_checks import agreement, check_agreement, extracted_code
 from k3conformance.fixtures import load_fixture
+from k3conformance.long_prompts import long_document
 from k3conformance.runner import Exchange
 
 SUITE = "state_consistency"

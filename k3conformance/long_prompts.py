@@ -1,0 +1,61 @@
+"""Long prompts made deterministically from a seed, so a baseline and a candidate see the
+same text: filler prose, and key-value needles hidden in it for retrieval probes."""
+
+from __future__ import annotations
+
+import random
+import re
+
+_WORDS = (
+    "ledger quarterly river lantern orchard meridian copper signal harbor paper window garden "
+    "council engine valley winter market silver library compass thread basin harvest beacon "
+    "station granite meadow archive canal timber summit pattern journal"
+).split()
+# English prose runs at about 1.3 tokens per word for K3-class tokenizers.
+TOKENS_PER_WORD = 1.3
+_NEEDLE = "The value of the key '{key}' is '{value}'."
+_QUESTION = "What is the value of the key '{key}'? Answer with the value only."
+_ASKED = re.compile(r"What is the value of the key '([^']+)'\?")
+
+
+def filler_sentences(rng: random.Random, words: int) -> list[str]:
+    sentences: list[str] = []
+    count = 0
+    while count < words:
+        length = rng.randint(8, 16)
+        sentences.append(" ".join(rng.choice(_WORDS) for _ in range(length)).capitalize() + ".")
+        count += length
+    return sentences
+
+
+def long_document(*, words: int, seed: str, needle: str, copy_label: str) -> str:
+    """About `words` words of filler with `needle` in the middle. The first line differs
+    between copies so that two copies share no prompt prefix."""
+    sentences = filler_sentences(random.Random(seed), words)
+    sentences.insert(len(sentences) // 2, needle)
+    return f"Archive record, {copy_label}.\n\n" + " ".join(sentences)
+
+
+def needle_haystack(*, tokens: int, seed: str, needles: int) -> tuple[str, dict[str, str]]:
+    """Filler of about `tokens` tokens with `needles` key-value pairs spread through it."""
+    rng = random.Random(seed)
+    pairs = {f"{rng.choice(_WORDS)}-{rng.randint(100, 999)}": f"{rng.randint(0, 16**6):06x}" for _ in range(needles)}
+    sentences = filler_sentences(rng, int(tokens / TOKENS_PER_WORD))
+    for index, (key, value) in enumerate(pairs.items()):
+        position = (index + 1) * len(sentences) // (len(pairs) + 1)
+        sentences.insert(position, _NEEDLE.format(key=key, value=value))
+    return " ".join(sentences), pairs
+
+
+def retrieval_question(key: str) -> str:
+    return _QUESTION.format(key=key)
+
+
+def needle_answer(text: str) -> str | None:
+    """What a perfect reader answers to a retrieval question inside `text` (used by the
+    reference simulator), or None when `text` asks no such question."""
+    asked = _ASKED.search(text)
+    if asked is None:
+        return None
+    found = re.search(re.escape(_NEEDLE.format(key=asked.group(1), value="\x00")).replace("\x00", "([^']*)"), text)
+    return found.group(1) if found else None

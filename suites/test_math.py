@@ -1,0 +1,66 @@
+"""Math: problems answered in `\\boxed{}`, scored with math-verify (gold first) and a sympy
+fallback; GSM8K also gets lm-evaluation-harness's strict and flexible extraction. Large
+generation budgets (65,536 tokens by default at effort max): the regressions that matter
+show up only in long outputs, and a truncated answer is recorded as truncated.
+
+An accuracy suite: a wrong answer is a data point for the comparison with a baseline, not
+a failed test; a test fails only when its answer cannot be scored (a parser or API fault).
+Logic: `k3conformance/math_scoring.py`, `k3conformance/evaluation.py`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from k3conformance import Probe, ProbeResult
+from k3conformance.datasets_source import LoadedDataset
+from k3conformance.eval_datasets import load_math_items
+from k3conformance.evaluation import ItemScore
+from k3conformance.math_scoring import score_gsm8k, score_math
+from k3conformance.plugin import settings_of
+from k3conformance.reasoning_checks import check_answer_follows_reasoning
+
+SUITE = "math"
+MAX_TOKENS = 65536
+PROMPT = "{problem}\n\nReason step by step, and put your final answer within \\boxed{{}}."
+
+
+def _probe(dataset: LoadedDataset, item: dict[str, Any]) -> Probe:
+    return Probe(
+        SUITE,
+        f"{dataset.name}/{item['id']}" if dataset.name != "fixture:math" else str(item["id"]),
+        requests={"answer": {"messages": [{"role": "user", "content": PROMPT.format(problem=item["prompt"])}], "stream": True}},
+        max_tokens=MAX_TOKENS,
+        data={"dataset": dataset.name, "dataset_sha256": dataset.revision, "answer": str(item["answer"]), "gsm8k": "gsm8k" in dataset.name},
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.name == "test_math_answer":
+        settings = settings_of(metafunc.config)
+        probes = [_probe(dataset, item) for dataset in load_math_items(settings) for item in dataset.items]
+        metafunc.parametrize("probe", probes, ids=str)
+
+
+def test_math_answer(probe: Probe, k3_result: ProbeResult, k3_score: ItemScore) -> None:
+    gold = probe.data["answer"]
+    completions = k3_result.completions("answer")
+    for completion in completions:
+        result = score_math(gold, completion.content)
+        extra: dict[str, Any] = {}
+        if probe.data["gsm8k"]:
+            extra = {f"gsm8k_{name}": score.correct for name, score in score_gsm8k(gold, completion.content).items()}
+        k3_score.add(
+            float(result.correct),
+            answered=result.extracted is not None,
+            truncated=completion.finish_reason == "length",
+            output_tokens=(completion.usage or {}).get("completion_tokens"),
+            extracted=result.extracted,
+            method=result.method,
+            gold=gold,
+            **extra,
+        )
+    for completion in completions:
+        check_answer_follows_reasoning(completion, "stream")

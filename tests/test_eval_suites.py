@@ -1,0 +1,84 @@
+"""The accuracy suites end to end against the reference deployment: scores recorded per
+item with what was extracted and why, accuracy with an interval in the summary, answers
+that cannot be scored failing their test, and a missing dataset as one clear message."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from run_files import REPO, only_run, summary_of
+
+EVAL_SUITES = ("test_math.py", "test_coding.py", "test_long_context.py")
+
+
+@pytest.fixture
+def eval_project(pytester: pytest.Pytester) -> pytest.Pytester:
+    for name in ("conftest.py", *EVAL_SUITES):
+        shutil.copy(REPO / "suites" / name, pytester.path / name)
+    return pytester
+
+
+def score_records(run_dir: Path) -> list[dict[str, Any]]:
+    records = []
+    for path in run_dir.glob("records-*.jsonl"):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("kind") == "outcome" and record.get("score"):
+                records.append(record)
+    return records
+
+
+def test_healthy_profile_scores_every_suite(eval_project: pytest.Pytester) -> None:
+    result = eval_project.runpytest(
+        "--k3-results-dir", "out", "--k3-context-lengths", "2000,8000", "--k3-coding-dataset", "humaneval,fixture:coding", "-q"
+    )
+    result.assert_outcomes(passed=41 + 164 + 13 + 12)
+    assert "| accuracy [95% CI]" in result.stdout.str() and "mean output tokens |" in result.stdout.str()
+    summary = summary_of(only_run(eval_project.path / "out"))
+    math = summary["suites"]["math"]["accuracy"]
+    # The tp8 simulator answers graded items correctly with probability 0.9.
+    assert math["items"] == 41 and 0.75 <= math["accuracy"] <= 1.0
+    assert math["low"] <= math["accuracy"] <= math["high"]
+    coding = summary["suites"]["coding"]["accuracy"]
+    assert coding["items"] == 177 and 0.75 <= coding["accuracy"] < 1.0
+    assert summary["suites"]["long_context_8k"]["accuracy"]["items"] == 6
+    assert summary["datasets"]["coding"]["dataset"] in ("humaneval", "fixture:coding")
+
+
+def test_records_say_what_was_extracted_and_why(eval_project: pytest.Pytester) -> None:
+    eval_project.runpytest("--k3-results-dir", "out", "--k3-limit", "5", "--k3-samples", "2", "--k3-context-lengths", "2000")
+    run_dir = only_run(eval_project.path / "out")
+    records = score_records(run_dir)
+    math = [record for record in records if record["suite"] == "math"]
+    assert len(math) == 5
+    for record in math:
+        score = record["score"]
+        assert score["samples"] == 2 and len(score["details"]) == 2
+        assert all(detail["method"] in ("math-verify", "sympy", "exact") and detail["extracted"] for detail in score["details"])
+    coding = [record for record in records if record["suite"] == "coding"]
+    reasons = {detail["outcome"] for record in coding for detail in record["score"]["details"]}
+    assert "passed" in reasons and len(coding) == 5
+
+
+def test_answers_that_cannot_be_scored_fail(eval_project: pytest.Pytester) -> None:
+    # The answer swallowed into the reasoning: content empty with finish_reason stop.
+    result = eval_project.runpytest("--k3-endpoint", "reference:empty-content", "--k3-results-dir", "out", "--k3-limit", "3", "--k3-context-lengths", "2000")
+    result.assert_outcomes(failed=3 + 3 + 3)
+    assert "[layer: parser] expected an answer in content after the reasoning" in result.stdout.str()
+
+
+def test_missing_dataset_is_one_clear_message(eval_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(eval_project.path / "hf-home"))
+    result = eval_project.runpytest("--k3-math-dataset", "hub:openai/gsm8k:main@test")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: dataset hub:openai/gsm8k:main@test is unavailable: *--k3-math-dataset*"])
+    assert "Traceback" not in result.stderr.str()
+
+    missing = eval_project.runpytest("--k3-coding-dataset", "file:/nonexistent/tasks.jsonl")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stderr.fnmatch_lines(["ERROR: dataset file:/nonexistent/tasks.jsonl is unavailable: *--k3-coding-dataset*"])
