@@ -11,6 +11,7 @@ with a baseline, not a failed test; a test fails only when its answer cannot be 
 from __future__ import annotations
 
 import asyncio
+import warnings
 from functools import lru_cache
 from typing import Any
 
@@ -24,7 +25,8 @@ from k3conformance.evaluation import ItemScore
 from k3conformance.plugin import settings_of
 from k3conformance.reasoning_checks import check_answer_follows_reasoning
 from k3conformance.runner import Exchange
-from k3conformance.sandbox import ExecutionResult, SandboxPool
+from k3conformance.checks import K3ConformanceWarning
+from k3conformance.sandbox import BUBBLEWRAP, ExecutionResult, SandboxPool, sandbox_backend
 
 SUITE = "coding"
 MAX_TOKENS = 65536
@@ -34,6 +36,14 @@ INSTRUCTIONS = "Complete the task in Python. Return the whole solution in a sing
 @lru_cache(maxsize=1)
 def sandbox_pool() -> SandboxPool:
     return SandboxPool()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _sandbox_notice() -> None:
+    """Say once, in the warnings summary, when model code runs with weaker isolation."""
+    backend, notice = sandbox_backend()
+    if backend != BUBBLEWRAP:
+        warnings.warn(K3ConformanceWarning(f"the coding sandbox runs without bubblewrap: {notice}"), stacklevel=1)
 
 
 def _program(item: dict[str, Any], code: str) -> str:
