@@ -8,7 +8,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from k3conformance.checks import excerpt, expect
+from k3conformance.checks import check_stopped, excerpt, expect
 from k3conformance.completion import Completion
 from k3conformance.errors import RequestError
 
@@ -17,12 +17,7 @@ Outcome = Completion | RequestError
 
 def check_json_schema_content(completion: Completion, schema: Mapping[str, Any], mode: str) -> None:
     __tracebackhide__ = True
-    expect(
-        completion.finish_reason == "stop",
-        layer="model" if completion.finish_reason == "length" else "api",
-        expected=f"finish_reason 'stop' for a response_format request ({mode})",
-        got=completion.finish_reason,
-    )
+    check_stopped(completion, f"a response_format request, {mode}")
     content = (completion.content or "").strip()
     try:
         value = json.loads(content)

@@ -3,7 +3,10 @@ layer of the serving stack is likely at fault (`parser`, `api`, `model`, `infra`
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from k3conformance.completion import Completion
 
 Layer = Literal["parser", "api", "model", "infra"]
 EXCERPT_CHARS = 200
@@ -33,3 +36,16 @@ def expect(condition: bool, *, layer: Layer, expected: str, got: object, hint: s
 class K3ConformanceWarning(UserWarning):
     """Behaviour worth knowing about that breaks no contract (e.g. tool-call arguments that
     arrive in one delta after a long silence, as both K3 parsers do by design)."""
+
+
+def check_stopped(completion: Completion, context: str) -> None:
+    """finish_reason `stop`: `length` means the budget ran out (the model's verbosity), any
+    other value is not what an OpenAI client expects here."""
+    __tracebackhide__ = True
+    expect(
+        completion.finish_reason == "stop",
+        layer="model" if completion.finish_reason == "length" else "api",
+        expected=f"finish_reason 'stop' ({context})",
+        got=completion.finish_reason,
+        hint="'length' means the budget ran out; anything else is not an OpenAI finish reason",
+    )

@@ -12,7 +12,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from k3conformance.completion import Completion
 
 Z_95 = 1.959963984540054
 
@@ -42,6 +45,16 @@ class ItemScore:
         self.truncated += truncated
         self.output_tokens += output_tokens or 0
         self.details.append({"correct": correct, "answered": answered, "truncated": truncated, **detail})
+
+    def add_completion(self, completion: Completion, correct: float, *, answered: bool, **detail: Any) -> None:
+        """Score one sample's completion; truncation and output length come from it."""
+        self.add(
+            correct,
+            answered=answered,
+            truncated=completion.finish_reason == "length",
+            output_tokens=(completion.usage or {}).get("completion_tokens"),
+            **detail,
+        )
 
     @property
     def mean(self) -> float:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from k3conformance import Completion, Probe, ProbeResult
+from k3conformance.checks import K3ConformanceWarning
 from k3conformance.code_scoring import extract_code, humaneval_program
 from k3conformance.code_scoring import tests_program as assert_tests_program
 from k3conformance.eval_datasets import CodingDataset, load_coding_items
@@ -25,7 +26,6 @@ from k3conformance.evaluation import ItemScore
 from k3conformance.plugin import settings_of
 from k3conformance.reasoning_checks import check_answer_follows_reasoning
 from k3conformance.runner import Exchange
-from k3conformance.checks import K3ConformanceWarning
 from k3conformance.sandbox import BUBBLEWRAP, ExecutionResult, SandboxPool, sandbox_backend
 
 SUITE = "coding"
@@ -83,11 +83,10 @@ def test_solution_passes_tests(probe: Probe, k3_result: ProbeResult, k3_score: I
     for sample in k3_result.samples:
         completion = k3_result.completion("answer", sample.sample)
         execution: ExecutionResult | None = sample.notes.get("execution")
-        k3_score.add(
+        k3_score.add_completion(
+            completion,
             float(execution is not None and execution.passed),
             answered=bool(sample.notes.get("code_found")),
-            truncated=completion.finish_reason == "length",
-            output_tokens=(completion.usage or {}).get("completion_tokens"),
             outcome=execution.reason if execution is not None else "no code block in the answer",
         )
         check_answer_follows_reasoning(completion, "stream")

@@ -56,11 +56,10 @@ def test_retrieval(probe: Probe, k3_result: ProbeResult, k3_score: ItemScore) ->
     completions = k3_result.completions("answer")
     for completion in completions:
         values = _HEX_VALUE.findall(completion.content or "")
-        k3_score.add(
+        k3_score.add_completion(
+            completion,
             float(bool(values) and values[-1] == expected),
             answered=bool(values),
-            truncated=completion.finish_reason == "length",
-            output_tokens=(completion.usage or {}).get("completion_tokens"),
             extracted=values[-1] if values else None,
             gold=expected,
         )

@@ -52,11 +52,10 @@ def test_math_answer(probe: Probe, k3_result: ProbeResult, k3_score: ItemScore) 
         extra: dict[str, Any] = {}
         if probe.data["gsm8k"]:
             extra = {f"gsm8k_{name}": score.correct for name, score in score_gsm8k(gold, completion.content).items()}
-        k3_score.add(
+        k3_score.add_completion(
+            completion,
             float(result.correct),
             answered=result.extracted is not None,
-            truncated=completion.finish_reason == "length",
-            output_tokens=(completion.usage or {}).get("completion_tokens"),
             extracted=result.extracted,
             method=result.method,
             gold=gold,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from k3conformance import Completion, Probe, ProbeResult
-from k3conformance.checks import expect
+from k3conformance.checks import check_stopped, expect
 from k3conformance.endpoint_info import ResolvedEndpoint
 from k3conformance.fixtures import load_fixture
 
@@ -46,13 +46,7 @@ probes = pytest.mark.parametrize("probe", PROBES, ids=str)
 
 def _check_answer(completion: Completion, answer: str, mode: str) -> None:
     __tracebackhide__ = True
-    expect(
-        completion.finish_reason == "stop",
-        layer="model" if completion.finish_reason == "length" else "api",
-        expected=f"finish_reason 'stop' ({mode})",
-        got=completion.finish_reason,
-        hint="'length' means the budget ran out; anything else is not an OpenAI finish reason",
-    )
+    check_stopped(completion, mode)
     content = completion.content or ""
     expect(bool(content.strip()), layer="parser", expected=f"a non-empty answer in content ({mode})", got=completion)
     expect(
