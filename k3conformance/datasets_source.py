@@ -30,6 +30,7 @@ __all__ = [
     "GENERIC_FIELDS",
     "GSM8K_FIELDS",
     "MATH500_FIELDS",
+    "AIME_FIELDS",
     "DatasetSpec",
     "DatasetUnavailable",
     "FieldMap",
@@ -94,6 +95,8 @@ class FieldMap:
 GENERIC_FIELDS = FieldMap(id="id", prompt="prompt", answer="answer")
 GSM8K_FIELDS = FieldMap(id=None, prompt="question", answer="answer", answer_after="####")
 MATH500_FIELDS = FieldMap(id="unique_id", prompt="problem", answer="answer")
+# AIME sets on the Hub (e.g. HuggingFaceH4/aime_2024) use problem/answer with an id column.
+AIME_FIELDS = FieldMap(id="id", prompt="problem", answer="answer")
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,8 @@ def default_fields(spec: DatasetSpec) -> FieldMap:
         return GSM8K_FIELDS
     if "math-500" in lowered or "math500" in lowered:
         return MATH500_FIELDS
+    if "aime" in lowered:
+        return AIME_FIELDS
     return GENERIC_FIELDS
 
 

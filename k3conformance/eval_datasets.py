@@ -10,7 +10,7 @@ import gzip
 import hashlib
 import json
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any
 
@@ -30,6 +30,31 @@ __all__ = ["DatasetUnavailable", "check_datasets", "load_coding_items", "load_ma
 # Coding tasks from a file or the Hub: id, prompt, plain-assert tests and the function name
 # (which stands in as the "answer" the loader requires).
 CODING_FIELDS = FieldMap(id="id", prompt="prompt", answer="entry_point", extra=("tests", "entry_point"))
+# openai_humaneval on the Hub: HumanEval's own fields, checked like the packaged copy.
+HUMANEVAL_HUB_FIELDS = FieldMap(id="task_id", prompt="prompt", answer="entry_point", extra=("test", "entry_point"))
+# MBPP (google-research-datasets/mbpp): a task text, a reference solution and assert lines.
+MBPP_FIELDS = FieldMap(id="task_id", prompt="text", answer="code", extra=("test_list",))
+
+
+def _coding_fields(spec: str) -> FieldMap:
+    lowered = spec.lower()
+    if "humaneval" in lowered:
+        return HUMANEVAL_HUB_FIELDS
+    if "mbpp" in lowered:
+        return MBPP_FIELDS
+    return CODING_FIELDS
+
+
+def _coding_item(item: dict[str, Any]) -> dict[str, Any]:
+    """One task in the shape the coding suite runs: HumanEval-style (`test` + `entry_point`)
+    or plain asserts (`tests`)."""
+    if "test" in item:
+        return item
+    if "test_list" in item:
+        # MBPP's text does not name the function: its first test does (as in MBPP's own prompt).
+        tests = item["test_list"]
+        return {**item, "prompt": f"{item['prompt']}\nYour code should pass this test:\n{tests[0]}", "tests": _test_source(tests)}
+    return {**item, "tests": _test_source(item["tests"])}
 
 
 @dataclass(frozen=True)
@@ -52,7 +77,7 @@ def load_math_items(settings: Settings) -> tuple[LoadedDataset, ...]:
 def load_coding_items(settings: Settings) -> tuple[CodingDataset, ...]:
     datasets = []
     for spec in settings.coding_dataset:
-        dataset = _humaneval() if spec == HUMANEVAL else _coding_dataset(spec, settings.limit)
+        dataset = _humaneval() if spec == HUMANEVAL else load_coding_dataset(spec, settings.limit)
         items = dataset.items[: settings.limit] if settings.limit else dataset.items
         datasets.append(CodingDataset(dataset.name, dataset.revision, items))
     return tuple(datasets)
@@ -75,7 +100,7 @@ def _humaneval() -> CodingDataset:
     return CodingDataset("humaneval", hashlib.sha256(raw).hexdigest(), items)
 
 
-def _coding_dataset(spec: str, limit: int | None) -> CodingDataset:
+def load_coding_dataset(spec: str, limit: int | None) -> CodingDataset:
     parsed = parse_dataset_spec(spec)
     if spec.startswith("fixture:"):
         fixture = load_fixture(spec.partition(":")[2])
@@ -84,10 +109,8 @@ def _coding_dataset(spec: str, limit: int | None) -> CodingDataset:
             for item in fixture.items
         )
         return CodingDataset(spec, fixture.sha256, items)
-    loaded = load_dataset_items(parsed, limit=limit, fields=CODING_FIELDS, option="--k3-coding-dataset")
-    return CodingDataset(
-        loaded.name, loaded.revision, tuple({**item, "tests": _test_source(item["tests"])} for item in loaded.items)
-    )
+    loaded = load_dataset_items(parsed, limit=limit, fields=_coding_fields(spec), option="--k3-coding-dataset")
+    return CodingDataset(loaded.name, loaded.revision, tuple(_coding_item(item) for item in loaded.items))
 
 
 def _test_source(tests: str | list[str]) -> str:

@@ -6,6 +6,9 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 
+# pytester's in-process runs unload whatever was first imported during a run; `datasets`
+# (with numpy and pyarrow) refuses to be loaded twice in a process, so it is loaded first.
+import datasets  # noqa: F401
 import pytest
 from run_files import REPO
 

@@ -82,3 +82,29 @@ def test_missing_dataset_is_one_clear_message(eval_project: pytest.Pytester, mon
     missing = eval_project.runpytest("--k3-coding-dataset", "file:/nonexistent/tasks.jsonl")
     assert missing.ret == pytest.ExitCode.USAGE_ERROR
     missing.stderr.fnmatch_lines(["ERROR: dataset file:/nonexistent/tasks.jsonl is unavailable: *--k3-coding-dataset*"])
+
+
+@pytest.mark.parametrize("name", ["mbpp.jsonl", "openai_humaneval.jsonl"])
+def test_coding_datasets_in_their_own_formats_run(tmp_path: Path, name: str) -> None:
+    from k3conformance.code_scoring import humaneval_program, tests_program
+    from k3conformance.eval_datasets import load_coding_dataset
+    from k3conformance.sandbox import run_python
+
+    solution = "def add(a, b):\n    return a + b\n"
+    if name.startswith("mbpp"):
+        row = {"task_id": 11, "text": "Write a function add(a, b).", "code": solution, "test_list": ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]}
+    else:
+        row = {
+            "task_id": "HumanEval/x",
+            "prompt": "def add(a, b):\n",
+            "canonical_solution": "    return a + b\n",
+            "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n",
+            "entry_point": "add",
+        }
+    path = tmp_path / name
+    path.write_text(json.dumps(row) + "\n")
+    (item,) = load_coding_dataset(f"file:{path}", None).items
+    program = humaneval_program(item, solution) if "test" in item else tests_program(solution, item["tests"])
+    assert run_python(program).passed
+    broken = program.replace("return a + b", "return a - b")
+    assert not run_python(broken).passed
