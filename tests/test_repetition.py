@@ -1,0 +1,258 @@
+"""The repetition detector: loops of several shapes are flagged, healthy repetitive text is not."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from k3conformance.repetition import RepetitionConfig, RepetitionReport, detect, detect_output
+
+_WORDS = (
+    "the kernel routes each token to eight experts and the server streams the answer back "
+    "while we check whether a cache miss changes results so reasoning should stay coherent "
+    "across long contexts because every layer depends on accurate expert weights"
+).split()
+
+
+def varied_prose(chars: int, seed: int = 0) -> str:
+    """Sentences of random words and numbers: repetitive vocabulary, no repeated blocks."""
+    rng = random.Random(seed)
+    sentences: list[str] = []
+    size = 0
+    while size < chars:
+        words = [rng.choice(_WORDS) for _ in range(rng.randint(6, 20))]
+        words[rng.randrange(len(words))] += f" {rng.randint(0, 9999)}"
+        sentence = " ".join(words).capitalize() + ". "
+        sentences.append(sentence)
+        size += len(sentence)
+    return "".join(sentences)[:chars].rstrip() + "."
+
+
+def assert_loop(report: RepetitionReport, block: str, min_repeats: int = 4) -> None:
+    assert report.looping and report.tail_loop
+    assert report.loop_block is not None
+    assert report.loop_block in block * 2  # the block itself, or a rotation of it (see below)
+    assert report.loop_repeats >= min_repeats
+
+
+def is_rotation(found: str | None, block: str) -> bool:
+    """The loop is the longest periodic end of the text, so it reaches back into whatever
+    text before it happens to end like the block does ("...done. " before "Let me... again. "):
+    the reported block is then a rotation of the model's block, and the loop a few
+    characters longer."""
+    return found is not None and len(found) == len(block) and found in block * 2
+
+
+def assert_healthy(report: RepetitionReport) -> None:
+    assert not report.looping and not report.tail_loop
+    assert report.loop_block is None and report.loop_repeats == 0 and report.loop_chars == 0
+
+
+# --- loops -----------------------------------------------------------------------------
+
+
+def test_sentence_repeated_50_times() -> None:
+    sentence = "Let me re-check the boundary condition again. "
+    report = detect("We start by reading the file. " + sentence * 50)
+    assert_loop(report, sentence)
+    assert is_rotation(report.loop_block, sentence)
+    assert report.loop_repeats == 50
+    assert len(sentence) * 50 <= report.loop_chars < len(sentence) * 51
+    assert report.seq_rep_4 > 0.9
+    assert report.high_seq_rep
+
+
+def test_multiline_code_block_repeated() -> None:
+    block = "def parse(line):\n    key, value = line.split('=')\n    return key.strip(), value.strip()\n\n"
+    report = detect("Here is the parser:\n\n```python\n" + block * 12)
+    assert_loop(report, block)
+    assert is_rotation(report.loop_block, block)
+    assert report.loop_repeats == 12
+
+
+def test_loop_after_long_healthy_prefix() -> None:
+    """The reported failure: a healthy start, then repetition until the token limit."""
+    prefix = varied_prose(200_000)
+    block = "\nWait, I need to verify the expert routing table once more before answering."
+    report = detect(prefix + block * 300)
+    assert_loop(report, block)
+    assert is_rotation(report.loop_block, block)
+    assert report.loop_repeats == 300
+    assert len(block) * 300 <= report.loop_chars < len(block) * 301
+    assert report.seq_rep_4 > 0.9
+
+
+def test_loop_cut_mid_block_at_token_limit() -> None:
+    block = "So the answer is 42, but let me double-check the arithmetic step. "
+    text = varied_prose(5_000) + " " + block * 20 + block[:23]
+    report = detect(text)
+    assert_loop(report, block)
+    assert report.loop_repeats == 20  # the cut copy is covered but not counted
+    assert report.loop_chars >= len(block) * 20 + 23
+
+
+def test_paragraph_loop_near_max_block_chars() -> None:
+    paragraph = varied_prose(1_950, seed=7) + "\n\n"
+    report = detect(varied_prose(3_000, seed=8) + "\n\n" + paragraph * 5)
+    assert_loop(report, paragraph)
+    assert report.loop_block is not None and len(report.loop_block) == 200
+    assert report.loop_block in paragraph * 2
+    assert report.loop_repeats == 5
+    assert report.longest_adjacent_repeat == len(paragraph)
+
+
+def test_seq_rep_4_of_a_window_filling_paragraph_loop_clears_the_threshold() -> None:
+    """The calibration point of seq_rep_threshold: the longest blocks score lowest."""
+    paragraph = varied_prose(1_950, seed=7) + "\n\n"
+    report = detect(varied_prose(50_000) + paragraph * 12)
+    assert report.looping
+    assert report.seq_rep_4 > RepetitionConfig().seq_rep_threshold
+    assert report.high_seq_rep
+
+
+def test_block_longer_than_max_block_chars_is_out_of_scope() -> None:
+    paragraph = varied_prose(2_500, seed=9) + "\n\n"
+    assert_healthy(detect(paragraph * 5))
+
+
+def test_chinese_loop_is_flagged() -> None:
+    """No spaces between words: each CJK character counts as a token for the guard."""
+    sentence = "我们需要再检查一遍这个函数的边界条件。"
+    assert_loop(detect("首先读取文件。" + sentence * 30), sentence)
+
+
+def test_three_repeats_are_not_a_loop_but_four_are() -> None:
+    sentence = "The cache key includes the sampling seed. "
+    assert_healthy(detect("Intro text here. " + sentence * 3))
+    assert_loop(detect("Intro text here. " + sentence * 4), sentence)
+
+
+def test_loop_in_the_middle_is_not_a_tail_loop() -> None:
+    """A stutter that recovers is evidence (longest_adjacent_repeat), not the verdict."""
+    sentence = "Let me think about this carefully. "
+    report = detect(varied_prose(2_000, seed=1) + " " + sentence * 10 + varied_prose(3_000, seed=2))
+    assert_healthy(report)
+    assert report.longest_adjacent_repeat >= 5 * len(sentence)
+
+
+# --- healthy text ------------------------------------------------------------------------
+
+
+def test_markdown_table_with_similar_rows() -> None:
+    rng = random.Random(3)
+    rows = [f"| item {n} | {rng.randint(1, 9)} | {rng.choice(['ok', 'fail'])} |" for n in range(1, 2_001)]
+    report = detect("| item | count | status |\n|---|---|---|\n" + "\n".join(rows))
+    assert_healthy(report)
+    assert report.seq_rep_4 < 0.7
+    assert not report.high_seq_rep
+
+
+def test_markdown_table_of_identical_separator_rows() -> None:
+    """MiMo-Code's false positive: periodic, but one distinct token per block."""
+    report = detect("| a | b | c |\n" + "|---|---|---|\n" * 3_000)
+    assert_healthy(report)
+    assert report.seq_rep_4 > 0.9 and report.high_seq_rep  # why seq_rep_4 is not the verdict
+
+
+def test_python_file_with_repetitive_structure() -> None:
+    functions = [f"def test_x_{n}():\n    assert f({n}) == {n}\n\n\n" for n in range(2_000)]
+    report = detect("from module import f\n\n\n" + "".join(functions))
+    assert_healthy(report)
+    assert report.seq_rep_4 < 0.7
+    assert not report.high_seq_rep
+
+
+def test_bulleted_list_of_similar_items() -> None:
+    items = [f"- Check expert {n}: weights loaded, routing ok, latency {n % 7 + 3} ms" for n in range(1_500)]
+    report = detect("Checklist:\n" + "\n".join(items))
+    assert_healthy(report)
+    assert report.seq_rep_4 < 0.7
+    assert not report.high_seq_rep
+
+
+def test_varied_prose() -> None:
+    report = detect(varied_prose(100_000))
+    assert_healthy(report)
+    assert report.seq_rep_4 < 0.1
+    assert not report.high_seq_rep
+
+
+@pytest.mark.parametrize("text", [None, "", "ok", "Hello, world.", "abc" * 3])
+def test_short_empty_and_none(text: str | None) -> None:
+    report = detect(text)
+    assert_healthy(report)
+    assert report.seq_rep_4 == 0.0
+
+
+def test_single_token_run_is_not_a_loop() -> None:
+    assert_healthy(detect("Padding follows.\n" + "=" * 5_000))
+    assert_healthy(detect("Laughing: " + "ha " * 2_000))
+
+
+# --- API ---------------------------------------------------------------------------------
+
+
+def test_detect_output_reports_each_part_and_the_join() -> None:
+    sentence = "I should answer now, but first I will recheck. "
+    reports = detect_output("Thinking. " + sentence * 5, sentence * 5)
+    assert set(reports) == {"reasoning", "content", "combined"}
+    assert reports["reasoning"].looping
+    assert reports["content"].looping
+    # The join's newline breaks the back-to-back run: only the content's copies count.
+    assert reports["combined"].looping and reports["combined"].loop_repeats == 5
+
+
+def test_detect_output_loop_spanning_the_join() -> None:
+    """Three copies in each part: neither part alone loops, together they do."""
+    line = "Recomputing the expert weights for layer twelve."
+    reports = detect_output("Plan:\n" + "\n".join([line] * 3), "\n".join([line] * 3))
+    assert not reports["reasoning"].looping and not reports["content"].looping
+    assert reports["combined"].looping and reports["combined"].loop_repeats >= 5
+
+
+def test_detect_output_with_missing_parts() -> None:
+    reports = detect_output(None, None)
+    assert all(not report.looping for report in reports.values())
+    assert detect_output(None, "x " * 3).keys() == {"reasoning", "content", "combined"}
+
+
+def test_to_record_is_plain_data() -> None:
+    record = detect("Step. " + "Try the next candidate value. " * 8).to_record()
+    assert record["looping"] is True and record["loop_repeats"] == 8
+    assert set(record) == {
+        "tail_loop",
+        "loop_block",
+        "loop_repeats",
+        "loop_chars",
+        "seq_rep_4",
+        "longest_adjacent_repeat",
+        "looping",
+        "high_seq_rep",
+    }
+
+
+def test_config_changes_the_rule() -> None:
+    sentence = "Check the shard again. "
+    text = "Start. " + sentence * 5
+    assert detect(text).looping
+    assert not detect(text, RepetitionConfig(min_repeats=6)).looping
+    assert not detect(text, RepetitionConfig(min_block_chars=30)).looping
+    assert not detect(text, RepetitionConfig(min_distinct_tokens=5)).looping
+
+
+def test_config_rejects_nonsense() -> None:
+    with pytest.raises(ValueError):
+        RepetitionConfig(min_block_chars=50, max_block_chars=10)
+    with pytest.raises(ValueError):
+        RepetitionConfig(min_repeats=1)
+
+
+def test_one_megabyte_is_fast() -> None:
+    """Generous bound for slow CI machines; the benchmark measures properly."""
+    block = "The routing table maps token 17 to expert 3 again. "
+    for text in (varied_prose(1_000_000), varied_prose(500_000) + block * 10_000):
+        started = time.perf_counter()
+        detect(text)
+        assert time.perf_counter() - started < 2.0
