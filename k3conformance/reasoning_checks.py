@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from k3conformance.checks import excerpt, expect
-from k3conformance.completion import Completion
+from k3conformance.completion import Completion, StreamStats
 from k3conformance.markup import find_markup
 from k3conformance.significance import permutation_p_greater
 
@@ -127,10 +127,15 @@ def check_effort_orders_reasoning(lengths: Mapping[str, Sequence[int]], mode: st
     )
 
 
+def _stream_stats(completion: Completion) -> StreamStats:
+    if completion.stream is None:
+        raise TypeError("a stream-only check was given a non-streaming completion")
+    return completion.stream
+
+
 def check_stream_order(completion: Completion) -> None:
     __tracebackhide__ = True
-    stats = completion.stream
-    assert stats is not None
+    stats = _stream_stats(completion)
     if stats.first_content_frame is None or stats.last_reasoning_frame is None:
         return
     expect(
@@ -144,8 +149,7 @@ def check_stream_order(completion: Completion) -> None:
 
 def check_one_finish_frame(completion: Completion) -> None:
     __tracebackhide__ = True
-    stats = completion.stream
-    assert stats is not None
+    stats = _stream_stats(completion)
     expect(
         stats.finish_frames == 1,
         layer="api",
@@ -156,8 +160,7 @@ def check_one_finish_frame(completion: Completion) -> None:
 
 def check_usage_frame(completion: Completion) -> None:
     __tracebackhide__ = True
-    stats = completion.stream
-    assert stats is not None
+    stats = _stream_stats(completion)
     expect(
         stats.usage_frames >= 1 and completion.usage is not None,
         layer="api",
@@ -168,8 +171,7 @@ def check_usage_frame(completion: Completion) -> None:
 
 def check_reasoning_not_nulled(completion: Completion) -> None:
     __tracebackhide__ = True
-    stats = completion.stream
-    assert stats is not None
+    stats = _stream_stats(completion)
     lost = not completion.reasoning and stats.null_reasoning_frames >= max(1, stats.frames - 2)
     expect(
         not lost,

@@ -13,6 +13,7 @@ from k3conformance.endpoint_url import is_reference, strip_credentials
 from k3conformance.evaluation import summarize
 from k3conformance.options import Settings
 from k3conformance.outcomes import SuiteTally
+from k3conformance.tool_scoring import SchemaAccuracy, TriggerCounts
 
 SIMULATOR_NOTICE = (
     "the k3conformance reference deployment is a SIMULATOR of the Kimi K3 API, not the model: "
@@ -128,22 +129,24 @@ def describe_metrics(metrics: Mapping[str, float]) -> str:
     """K2-Vendor-Verifier's tool-call metrics and the cache agreement counts, when a suite
     reports them."""
     parts: list[str] = []
-    tp, fp, fn = (metrics.get(key, 0.0) for key in ("trigger_tp", "trigger_fp", "trigger_fn"))
-    if tp + fp + fn:
-        precision = tp / (tp + fp) if tp + fp else None
-        recall = tp / (tp + fn) if tp + fn else None
-        f1 = 2 * precision * recall / (precision + recall) if precision and recall else None
+    trigger = TriggerCounts(
+        true_positive=int(metrics.get("trigger_tp", 0)),
+        false_positive=int(metrics.get("trigger_fp", 0)),
+        false_negative=int(metrics.get("trigger_fn", 0)),
+    )
+    if trigger.true_positive + trigger.false_positive + trigger.false_negative:
         parts.append(
-            f"tool-call trigger precision {_percent(precision)}, recall {_percent(recall)}, F1 {_percent(f1)}"
+            f"tool-call trigger precision {_percent(trigger.precision)}, recall {_percent(trigger.recall)}, "
+            f"F1 {_percent(trigger.f1)}"
         )
     for kind, label in (("prefix", "same prompt again"), ("history", "continued history")):
         for mode in ("plain", "stream"):
             warm, cold = metrics.get(f"{kind}_warm_agree_{mode}"), metrics.get(f"{kind}_cold_agree_{mode}")
             if warm is not None and cold is not None:
                 parts.append(f"{label} ({mode}): warm agrees {int(warm)}, cold copy agrees {int(cold)}")
-    calls = metrics.get("calls", 0.0)
-    if calls:
-        parts.append(f"schema accuracy {_percent(metrics.get('valid_calls', 0.0) / calls)} of {int(calls)} calls")
+    schema = SchemaAccuracy(valid_calls=int(metrics.get("valid_calls", 0)), calls=int(metrics.get("calls", 0)))
+    if schema.calls:
+        parts.append(f"schema accuracy {_percent(schema.accuracy)} of {schema.calls} calls")
     return "; ".join(parts)
 
 
