@@ -313,9 +313,9 @@ def run_suites(project: pytest.Pytester, profile: str) -> list[dict[str, object]
 
 
 def test_every_fault_profile_is_covered() -> None:
-    from k3conformance.reference.profiles import PROFILES
+    from k3conformance.reference.profiles import profiles_of_kind
 
-    assert set(TARGETS) == set(EXPECTED_FAILURES) == set(PROFILES) - {"tp8"}
+    assert set(TARGETS) == set(EXPECTED_FAILURES) == set(profiles_of_kind("conformance"))
     for profile, (check, _) in TARGETS.items():
         assert check in EXPECTED_FAILURES[profile], profile
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from k3conformance.reference import RunningServer, default_fixtures_dir
-from k3conformance.reference.faults import KNOWN_FAULTS, PrefixCache, prefix_cache_for
-from k3conformance.reference.profiles import PROFILES, get_profile
+from k3conformance.reference.faults import CONFORMANCE_FAULTS, PrefixCache, prefix_cache_for
+from k3conformance.reference.profiles import get_profile, profiles_of_kind
 from k3conformance.reference.server import start_in_thread
 
 MODEL = "kimi-k3-simulator"
@@ -232,9 +232,9 @@ BOTH_MODES = pytest.mark.parametrize("stream", [False, True], ids=["whole", "str
 
 
 def test_every_known_fault_has_its_own_profile_on_top_of_tp8() -> None:
-    assert set(PROFILES) == {"tp8"} | KNOWN_FAULTS
+    assert set(profiles_of_kind("conformance")) == CONFORMANCE_FAULTS
     tp8 = get_profile("tp8")
-    for fault in KNOWN_FAULTS:
+    for fault in CONFORMANCE_FAULTS:
         profile = get_profile(fault)
         assert profile.faults == {fault} and profile.base == "tp8"
         assert (profile.accuracy, profile.reasoning_words, profile.latency_s) == (
@@ -267,10 +267,10 @@ def shows(fault: str) -> Callable[[PresenceCheck], PresenceCheck]:
 
 
 def test_every_fault_has_a_presence_check() -> None:
-    assert set(PRESENCE_CHECKS) == KNOWN_FAULTS
+    assert set(PRESENCE_CHECKS) == CONFORMANCE_FAULTS
 
 
-@pytest.mark.parametrize("fault", sorted(KNOWN_FAULTS))
+@pytest.mark.parametrize("fault", sorted(CONFORMANCE_FAULTS))
 def test_fault_is_present(servers: Servers, fault: str) -> None:
     PRESENCE_CHECKS[fault](servers[fault], servers["tp8"])
 
@@ -665,7 +665,7 @@ def as_sent(server: RunningServer, body: dict[str, Any], stream: bool) -> list[d
     return [without_identity(completion(server, body))]
 
 
-@pytest.mark.parametrize("fault", sorted(KNOWN_FAULTS))
+@pytest.mark.parametrize("fault", sorted(CONFORMANCE_FAULTS))
 def test_fault_profile_answers_like_tp8_where_its_fault_cannot_apply(servers: Servers, fault: str) -> None:
     for body, stream in WHERE_FAULT_CANNOT_APPLY.get(fault, [(PLAIN, False), (PLAIN, True)]):
         assert as_sent(servers[fault], body, stream) == as_sent(servers["tp8"], body, stream)

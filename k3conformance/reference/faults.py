@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from k3conformance.reference.request import ChatRequest
     from k3conformance.reference.simulator import Completion
 
-KNOWN_FAULTS: frozenset[str] = frozenset(
+CONFORMANCE_FAULTS: frozenset[str] = frozenset(
     {
         # reasoning and the API
         "no-reasoning-parser",
@@ -71,6 +71,12 @@ KNOWN_FAULTS: frozenset[str] = frozenset(
         "prefix-cache-corruption",
     }
 )
+
+# Faults of a layout that answers worse: only a comparison with a baseline can catch them.
+ACCURACY_FAULTS: frozenset[str] = frozenset()
+# Faults of the network or the server process: retries and resume must absorb them.
+TRANSPORT_FAULTS: frozenset[str] = frozenset()
+KNOWN_FAULTS: frozenset[str] = CONFORMANCE_FAULTS | ACCURACY_FAULTS | TRANSPORT_FAULTS
 
 # wire.REASONING_FIELD; wire imports this module, so the name is repeated rather than imported.
 _REASONING_CONTENT = "reasoning_content"

@@ -11,8 +11,16 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Literal
 
 from k3conformance.reference.faults import KNOWN_FAULTS
+
+
+# healthy: tp8 itself. conformance: tp8 plus one API or parser fault, which the
+# conformance suites must catch. accuracy: a layout that answers worse or loops, which
+# only the gate's comparison with a baseline can catch. transport: tp8 behind a network
+# or server that fails requests, which retries and resume must absorb.
+ProfileKind = Literal["healthy", "conformance", "accuracy", "transport"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,7 @@ class Profile:
     # The profile whose samples this one draws (a fault profile's healthy original), so
     # that the two answer alike wherever the fault does not apply; None: its own.
     base: str | None = None
+    kind: ProfileKind = "conformance"
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.accuracy <= 1.0:
@@ -43,6 +52,7 @@ _TP8 = Profile(
     description="healthy TP8 on one 8-GPU node",
     accuracy=0.9,
     reasoning_words=MappingProxyType({"low": 60, "high": 250, "max": 600}),
+    kind="healthy",
 )
 
 # Each fault and the real bug it reproduces.
@@ -139,6 +149,10 @@ PROFILES: dict[str, Profile] = {
     _TP8.name: _TP8,
     **{fault: _tp8_with(fault, bug) for fault, bug in _FAULT_BUGS.items()},
 }
+
+
+def profiles_of_kind(kind: ProfileKind) -> list[str]:
+    return sorted(name for name, profile in PROFILES.items() if profile.kind == kind)
 
 
 def get_profile(name: str) -> Profile:
