@@ -141,7 +141,12 @@ _FAULT_BUGS: Mapping[str, str] = {
 
 def _tp8_with(fault: str, bug: str) -> Profile:
     return dataclasses.replace(
-        _TP8, name=fault, description=f"tp8 plus one fault: {bug}", faults=frozenset({fault}), base=_TP8.name
+        _TP8,
+        name=fault,
+        description=f"tp8 plus one fault: {bug}",
+        faults=frozenset({fault}),
+        base=_TP8.name,
+        kind="conformance",
     )
 
 
