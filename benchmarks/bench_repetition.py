@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from k3conformance.repetition import detect
 
 MB = 1_000_000
-_WORDS = "the kernel routes each token to eight experts and the server streams answers back".split()
+_WORDS = ("the", "kernel", "routes", "each", "token", "to", "eight", "experts", "and", "the", "server", "streams",
+          "answers", "back")  # fmt: skip
 _BLOCK = "Wait, let me verify the routing of token 17 to expert 3 once more.\n"
 
 
@@ -61,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 10, 100], help="sizes in MB")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
-    print(f"{'scenario':<14} {'MB':>5} {'seconds':>9} {'MB/s':>10} looping")
+    print(f"{'scenario':<14} {'MB':>5} {'seconds':>9} {'ms per MB':>10} {'MB/s':>10} looping")
     for size in args.sizes:
         chars = size * MB
         healthy = prose(chars)
@@ -69,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         looped = healthy[:half] + (_BLOCK * (half // len(_BLOCK) + 1))[: chars - half]
         for name, text in (("prose", healthy), ("prose + loop", looped)):
             seconds, looping = best_seconds(text, args.repeats)
-            print(f"{name:<14} {size:>5} {seconds:>9.4f} {size / seconds:>10.0f} {looping}")
+            print(f"{name:<14} {size:>5} {seconds:>9.4f} {1000 * seconds / size:>10.3f} {size / seconds:>10.0f} {looping}")
 
 
 if __name__ == "__main__":

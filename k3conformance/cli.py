@@ -7,9 +7,10 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from k3conformance import __version__
-from k3conformance.options import non_negative_float
+from k3conformance.options import non_negative_float, positive_int
 
 REFERENCE_API_KEY_ENV = "K3_REFERENCE_API_KEY"
 
@@ -50,14 +51,83 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--model-id", default=None, help="Model id to serve (default: kimi-k3-simulator)")
     serve.add_argument("--fixtures-dir", type=Path, default=None, help="Answer keys to load (default: fixtures/)")
     serve.add_argument("--exit-with-stdin", action="store_true", help="Exit when stdin closes (for parent processes)")
+    serve.add_argument(
+        "--output-bytes",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="Reason about N bytes per answer at every effort, for load benchmarks (default: the profile's lengths)",
+    )
+    _add_compare(commands)
     return parser
+
+
+def _add_compare(commands: Any) -> None:
+    from k3conformance.options import GATE_MODES, alpha, rate, suite_margins
+
+    compare = commands.add_parser(
+        "compare",
+        help="Gate a stored candidate run against a stored baseline run, without an endpoint",
+        description=(
+            "Re-gate stored runs: the same comparison, verdicts and exit status as pytest --k3-baseline. "
+            "BASELINE and CANDIDATE are shapes under the results directory (a baseline's newest complete run, "
+            "a candidate's newest run), run folders, or summary.json files. Exit status: 0 when the gate does "
+            "not fail, 1 when it fails, 2 on bad input."
+        ),
+    )
+    compare.add_argument("baseline", metavar="BASELINE")
+    compare.add_argument("candidate", metavar="CANDIDATE")
+    compare.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="Report format (default: text)")
+    compare.add_argument("--results-dir", type=Path, default=Path("results"), help="Where shapes are stored (default: results)")
+    compare.add_argument("--gate", choices=GATE_MODES, default="warn", help="warn: INCONCLUSIVE passes; strict: it fails")
+    compare.add_argument("--alpha", type=alpha, default=0.05, help="One-sided significance level (default: 0.05)")
+    compare.add_argument("--margin", type=non_negative_float, default=3.0, help="Accuracy points a suite may lose (default: 3)")
+    compare.add_argument("--margins", type=suite_margins, default=(), help="Per-suite margins: coding=3,math=2")
+    compare.add_argument("--repetition-floor", type=rate, default=0.02, help="Looping rate floor (default: 0.02)")
+    compare.add_argument("--truncation-floor", type=rate, default=0.05, help="Truncation rate floor (default: 0.05)")
+    compare.add_argument(
+        "--write", action="store_true", help="Also write gate.json, gate.md (and gate.png) into the candidate's run folder"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
     if arguments.command == "serve":
         return _serve(arguments)
+    if arguments.command == "compare":
+        return _compare(arguments)
     return 2
+
+
+def _compare(arguments: argparse.Namespace) -> int:
+    from k3conformance.baseline import BaselineError, load_run
+    from k3conformance.gate import GateSettings, gate
+    from k3conformance.gate_report import json_report, markdown_report, text_report, write_reports
+
+    try:
+        baseline = load_run(arguments.baseline, arguments.results_dir)
+        candidate = load_run(arguments.candidate, arguments.results_dir, require_complete=False)
+    except BaselineError as error:
+        print(f"k3conformance compare: {error}", file=sys.stderr)
+        return 2
+    settings = GateSettings(
+        alpha=arguments.alpha,
+        default_margin=arguments.margin / 100,
+        margins={suite: points / 100 for suite, points in arguments.margins},
+        repetition_floor=arguments.repetition_floor,
+        truncation_floor=arguments.truncation_floor,
+        mode=arguments.gate,
+    )
+    result = gate(baseline, candidate, settings)
+    if arguments.format == "json":
+        print(json_report(result))
+    elif arguments.format == "markdown":
+        print(markdown_report(result, baseline.summary, candidate.summary))
+    else:
+        print("\n".join(text_report(result, baseline.summary, candidate.summary)))
+    if arguments.write and candidate.path is not None:
+        write_reports(result, candidate.path.parent, baseline.summary, candidate.summary)
+    return 1 if result.fails() else 0
 
 
 def _serve(arguments: argparse.Namespace) -> int:
@@ -76,6 +146,7 @@ def _serve(arguments: argparse.Namespace) -> int:
             model_id=arguments.model_id or DEFAULT_MODEL_ID,
             exit_with_stdin=arguments.exit_with_stdin,
             fixtures_dir=arguments.fixtures_dir,
+            output_bytes=arguments.output_bytes,
         )
     except OSError as error:
         print(f"k3conformance serve: cannot listen on {arguments.host}:{arguments.port}: {error}", file=sys.stderr)

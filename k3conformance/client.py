@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import openai
 
 from k3conformance.completion import Completion, StreamAssembler, from_message
+from k3conformance.endpoint_url import split_credentials
 from k3conformance.errors import ErrorClass, RequestError
 
 T = TypeVar("T")
@@ -120,10 +121,13 @@ class EndpointClient:
         concurrency: int,
         retry: RetryPolicy,
     ) -> None:
+        # user:password in the URL travel as a header, so that no log line shows them.
+        base_url, url_auth = split_credentials(base_url)
         self._sdk = openai.AsyncOpenAI(
             base_url=base_url,
             # The SDK insists on a key; servers without auth ignore the header.
             api_key=api_key or "EMPTY",
+            default_headers=url_auth or None,
             timeout=timeout_s,
             # We retry ourselves: the SDK's retries cannot see a stream dropped half-way.
             max_retries=0,
@@ -210,6 +214,13 @@ class EndpointClient:
         if not assembler.finished:
             raise TransportFault(
                 "IncompleteStream", f"the stream closed after {assembler.stats.frames} frame(s) without a finish_reason"
+            )
+        if not assembler.stats.done_marker:
+            # Only [DONE] says the body is whole: a stream cut after its finish frame has
+            # lost its usage frame, which the checks would blame on the server's API.
+            raise TransportFault(
+                "IncompleteStream",
+                f"the stream closed after {assembler.stats.frames} frame(s) without the final data: [DONE]",
             )
         return assembler.result()
 

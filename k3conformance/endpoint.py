@@ -14,12 +14,19 @@ import sys
 import tempfile
 import threading
 from typing import IO, Any
+from urllib.parse import unquote, urlsplit
 
 import aiohttp
 import openai
 
 from k3conformance.endpoint_info import ResolvedEndpoint
-from k3conformance.endpoint_url import is_reference, parse_reference_profile, server_root, strip_credentials
+from k3conformance.endpoint_url import (
+    is_reference,
+    parse_reference_profile,
+    server_root,
+    split_credentials,
+    strip_credentials,
+)
 from k3conformance.options import Settings
 
 PREFLIGHT_TIMEOUT_S = 30.0
@@ -83,22 +90,33 @@ class ReferenceProcess:
             self._process.stdout.close()
 
 
-def redact_secrets(value: Any) -> Any:
+def redact_secrets(value: Any, known: tuple[str, ...] = ()) -> Any:
+    """`value` with key-like fields blanked, and the `known` secrets cut out of every string
+    (a launch command line repeats the key under a name that says nothing)."""
     if isinstance(value, dict):
         return {
-            key: (REDACTED if _SECRET_KEY.search(str(key)) and item not in (None, "", False) else redact_secrets(item))
+            key: (
+                REDACTED
+                if _SECRET_KEY.search(str(key)) and item not in (None, "", False)
+                else redact_secrets(item, known)
+            )
             for key, item in value.items()
         }
     if isinstance(value, list):
-        return [redact_secrets(item) for item in value]
+        return [redact_secrets(item, known) for item in value]
+    if isinstance(value, str):
+        for secret in known:
+            value = value.replace(secret, REDACTED)
     return value
 
 
 async def preflight(settings: Settings, base_url: str) -> ResolvedEndpoint:
     display = strip_credentials(base_url)
+    # user:password in the URL travel as a header, so that no log line shows them.
+    plain_url, url_auth = split_credentials(base_url)
     client = openai.AsyncOpenAI(
-        base_url=base_url, api_key=settings.api_key or "EMPTY", timeout=PREFLIGHT_TIMEOUT_S,
-        max_retries=min(settings.retries, 2),
+        base_url=plain_url, api_key=settings.api_key or "EMPTY", timeout=PREFLIGHT_TIMEOUT_S,
+        max_retries=min(settings.retries, 2), default_headers=url_auth or None,
     )
     try:
         served = await _served_models(client, display, settings)
@@ -165,13 +183,18 @@ def _choose_model(served: list[dict[str, Any]], wanted: str | None, display: str
 
 async def fetch_server_info(base_url: str, api_key: str | None) -> dict[str, Any]:
     """What the server says about itself: SGLang's `/get_server_info` (its launch
-    arguments) or vLLM's `/version`. Best effort; secrets are redacted."""
-    root = server_root(base_url)
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    arguments), llama.cpp's `/props` (its build, model file and chat template) or vLLM's
+    `/version`. Best effort; secrets are redacted."""
+    plain_url, url_auth = split_credentials(base_url)
+    root = server_root(plain_url)
+    parts = urlsplit(base_url)
+    known = tuple(secret for secret in (api_key, parts.password and unquote(parts.password)) if secret)
+    # As the SDK does: credentials in the URL win over the key.
+    headers = url_auth or ({"Authorization": f"Bearer {api_key}"} if api_key else {})
     found: dict[str, Any] = {}
     timeout = aiohttp.ClientTimeout(total=SERVER_INFO_TIMEOUT_S)
     async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
-        for route in ("/get_server_info", "/server_info", "/version"):
+        for route in ("/get_server_info", "/server_info", "/props", "/version"):
             try:
                 async with session.get(root + route) as response:
                     if response.status != 200:
@@ -180,7 +203,7 @@ async def fetch_server_info(base_url: str, api_key: str | None) -> dict[str, Any
             except (aiohttp.ClientError, TimeoutError, ValueError):
                 continue
             if isinstance(payload, dict):
-                found[route.lstrip("/")] = redact_secrets(payload)
+                found[route.lstrip("/")] = redact_secrets(payload, known)
                 if route != "/version":
                     break
     return found

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
+import base64
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 REFERENCE = "reference"
 DEFAULT_REFERENCE_PROFILE = "tp8"
@@ -28,6 +29,21 @@ def strip_credentials(url: str) -> str:
     host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
     netloc = f"{host}:{parts.port}" if parts.port else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def split_credentials(url: str) -> tuple[str, dict[str, str]]:
+    """The URL without user:password, and the Basic authorization header they stand for.
+
+    HTTP clients send credentials in a URL as Basic auth, and log the URL of every request
+    (httpx at INFO): taken out of the URL, they are sent the same and logged nowhere."""
+    parts = urlsplit(url)
+    if parts.hostname is None or (parts.username is None and parts.password is None):
+        return url, {}
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    header = {"Authorization": f"Basic {base64.b64encode(pair.encode()).decode()}"}
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)), header
 
 
 def server_root(base_url: str) -> str:

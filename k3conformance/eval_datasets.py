@@ -118,7 +118,10 @@ def _test_source(tests: str | list[str]) -> str:
     return tests if isinstance(tests, str) else "\n".join(tests)
 
 
-def check_datasets(settings: Settings) -> None:
-    """Load every configured dataset now; raises DatasetUnavailable with the message to show."""
-    load_math_items(settings)
-    load_coding_items(settings)
+def check_datasets(settings: Settings) -> dict[str, dict[str, str]]:
+    """Load every configured dataset now; raises DatasetUnavailable with the message to show.
+    Returns, per suite, each dataset's name and content hash (as run summaries record them)."""
+    return {
+        "math": {dataset.name: dataset.revision for dataset in load_math_items(settings)},
+        "coding": {dataset.name: dataset.revision for dataset in load_coding_items(settings)},
+    }

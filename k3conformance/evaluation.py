@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from k3conformance.repetition import detect_output
+
 if TYPE_CHECKING:
     from k3conformance.completion import Completion
 
@@ -26,6 +28,8 @@ class ItemScore:
     correct: float = 0.0
     no_answer: int = 0
     truncated: int = 0
+    # Samples whose reasoning, content or both together end in a mechanical loop.
+    looping: int = 0
     output_tokens: int = 0
     # What was extracted and why it was scored so, one entry per sample (for the records).
     details: list[dict[str, Any]] = field(default_factory=list)
@@ -37,22 +41,28 @@ class ItemScore:
         answered: bool,
         truncated: bool,
         output_tokens: int | None,
+        looping: bool = False,
         **detail: Any,
     ) -> None:
         self.samples += 1
         self.correct += correct
         self.no_answer += not answered
         self.truncated += truncated
+        self.looping += looping
         self.output_tokens += output_tokens or 0
         self.details.append({"correct": correct, "answered": answered, "truncated": truncated, **detail})
 
     def add_completion(self, completion: Completion, correct: float, *, answered: bool, **detail: Any) -> None:
-        """Score one sample's completion; truncation and output length come from it."""
+        """Score one sample's completion; truncation, looping and output length come from it."""
+        reports = detect_output(completion.reasoning, completion.content)
+        looping = any(report.looping for report in reports.values())
         self.add(
             correct,
             answered=answered,
             truncated=completion.finish_reason == "length",
             output_tokens=(completion.usage or {}).get("completion_tokens"),
+            looping=looping,
+            repetition={part: report.to_record() for part, report in reports.items()},
             **detail,
         )
 
@@ -64,8 +74,12 @@ class ItemScore:
         return asdict(self)
 
     def merge(self, other: Mapping[str, Any]) -> None:
-        for name in ("samples", "correct", "no_answer", "truncated", "output_tokens"):
-            setattr(self, name, getattr(self, name) + other[name])
+        for name in ("samples", "correct", "no_answer", "truncated", "looping", "output_tokens"):
+            setattr(self, name, getattr(self, name) + other.get(name, 0))
+
+    def totals(self) -> dict[str, float]:
+        """What a run summary keeps per item, and what the gate compares."""
+        return {name: getattr(self, name) for name in ("samples", "correct", "no_answer", "truncated", "looping")}
 
 
 @dataclass(frozen=True)
@@ -77,6 +91,7 @@ class SuiteAccuracy:
     high: float
     no_answer_rate: float
     truncation_rate: float
+    looping_rate: float
     mean_output_tokens: float
 
 
@@ -98,5 +113,6 @@ def summarize(scores: Mapping[str, ItemScore]) -> SuiteAccuracy | None:
         high=min(1.0, accuracy + half_width),
         no_answer_rate=sum(score.no_answer for score in scores.values()) / samples,
         truncation_rate=sum(score.truncated for score in scores.values()) / samples,
+        looping_rate=sum(score.looping for score in scores.values()) / samples,
         mean_output_tokens=sum(score.output_tokens for score in scores.values()) / samples,
     )

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from k3conformance.endpoint_url import REFERENCE, parse_reference_profile
+from k3conformance.endpoint_url import REFERENCE, parse_reference_profile, strip_credentials
 
 T = TypeVar("T")
 
@@ -97,7 +97,7 @@ def endpoint(text: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise argparse.ArgumentTypeError(
             f"expected 'reference', 'reference:PROFILE' or an http(s) base URL such as "
-            f"http://host:30000/v1, got {text!r}"
+            f"http://host:30000/v1, got {strip_credentials(text)!r}"
         )
     return text.rstrip("/")
 
@@ -142,6 +142,32 @@ def dataset_specs(text: str) -> tuple[str, ...]:
 
 
 HUMANEVAL = "humaneval"
+GATE_MODES = ("warn", "strict")
+
+
+def alpha(text: str) -> float:
+    value = positive_float(text)
+    if value >= 0.5:
+        raise argparse.ArgumentTypeError(f"expected a one-sided level in (0, 0.5), such as 0.05, got {text!r}")
+    return value
+
+
+def rate(text: str) -> float:
+    value = non_negative_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"expected a rate in [0, 1), such as 0.02, got {text!r}")
+    return value
+
+
+def suite_margins(text: str) -> tuple[tuple[str, float], ...]:
+    """`suite=points` pairs, comma- or space-separated: `coding=3, math=2`."""
+    pairs = []
+    for part in text.replace(",", " ").split():
+        suite, equals, points = part.partition("=")
+        if not equals or not suite:
+            raise argparse.ArgumentTypeError(f"expected suite=points pairs such as coding=3,math=2, got {part!r}")
+        pairs.append((suite, non_negative_float(points)))
+    return tuple(pairs)
 
 
 def text_value(text: str) -> str:
@@ -270,6 +296,46 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "Prompt lengths in tokens of the long-context retrieval probes (default: 8000,32000,128000)",
     ),
     OptionSpec(
+        "baseline",
+        text_value,
+        None,
+        "Gate this run against a baseline: a shape under the results directory (its latest complete run), "
+        "a run folder, or a run's summary.json (default: no gate)",
+        env=("K3_BASELINE",),
+    ),
+    OptionSpec(
+        "gate",
+        choice(*GATE_MODES),
+        "warn",
+        "What fails the session: 'warn' fails on FAIL and INCOMPLETE and warns on INCONCLUSIVE; "
+        "'strict' fails on INCONCLUSIVE too (default: warn)",
+    ),
+    OptionSpec("alpha", alpha, 0.05, "One-sided significance level of the gate's tests (default: 0.05)"),
+    OptionSpec(
+        "margin",
+        non_negative_float,
+        3.0,
+        "Accuracy points a suite may lose against the baseline before it is a regression (default: 3)",
+    ),
+    OptionSpec(
+        "margins",
+        suite_margins,
+        (),
+        "Margins of single suites, overriding --k3-margin: suite=points pairs, e.g. 'coding=3,math=2'",
+    ),
+    OptionSpec(
+        "repetition_floor",
+        rate,
+        0.02,
+        "Looping rate below which a significant rise is not a regression (default: 0.02)",
+    ),
+    OptionSpec(
+        "truncation_floor",
+        rate,
+        0.05,
+        "Truncation rate (finish_reason length) below which a significant rise is not a regression (default: 0.05)",
+    ),
+    OptionSpec(
         "resume",
         boolean,
         False,
@@ -305,6 +371,13 @@ class Settings:
     math_dataset: tuple[str, ...]
     coding_dataset: tuple[str, ...]
     context_lengths: tuple[int, ...]
+    baseline: str | None
+    gate: str
+    alpha: float
+    margin: float
+    margins: tuple[tuple[str, float], ...]
+    repetition_floor: float
+    truncation_floor: float
     resume: bool
 
 
@@ -317,6 +390,29 @@ def add_options(parser: pytest.Parser) -> None:
             group.addoption(spec.flag, dest=spec.dest, type=spec.parse, default=None, help=spec.help)
         if spec.ini:
             parser.addini(spec.dest, spec.help, default=None)
+
+
+def check_separate_path_values(config: pytest.Config) -> None:
+    """Refuse `--k3-results-dir /elsewhere` (a separate value naming a path outside the
+    invocation directory).
+
+    pytest picks its rootdir and ini file before plugins' options are known, so it takes
+    such a value for a test path: the ini file (with `testpaths`) is then not found and
+    every test under the current directory is collected. `--k3-results-dir=/elsewhere`
+    is read correctly."""
+    arguments = list(config.invocation_params.args)
+    flags = {spec.flag for spec in OPTIONS if not spec.flag_only}
+    here = config.invocation_params.dir.resolve()
+    for flag, value in zip(arguments, arguments[1:]):
+        if flag not in flags or value.startswith("-"):
+            continue
+        path = (here / value).resolve()
+        if path.exists() and not path.is_relative_to(here):
+            raise pytest.UsageError(
+                f"write {flag}={value} (with '='): pytest reads a separate value that names an existing path outside "
+                "this directory as a test path while it chooses its rootdir and ini file, before plugin options "
+                "are known, and would then collect the wrong tests"
+            )
 
 
 def resolve_settings(config: pytest.Config) -> Settings:

@@ -158,7 +158,7 @@ class SuiteTally:
         data = asdict(self)
         data["items"] = len(self.items)
         data["score"] = self.score
-        data["scores"] = {item: {"samples": s.samples, "correct": s.correct} for item, s in sorted(self.scores.items())}
+        data["scores"] = {item: score.totals() for item, score in sorted(self.scores.items())}
         accuracy = summarize(self.scores)
         data["accuracy"] = asdict(accuracy) if accuracy else None
         return data

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from k3conformance.endpoint_info import ResolvedEndpoint
 from k3conformance.evaluation import ItemScore
-from k3conformance.options import Settings, add_options, resolve_settings
+from k3conformance.options import Settings, add_options, check_separate_path_values, resolve_settings
 from k3conformance.outcomes import METRICS_KEY, SCORE_KEY, USER_PROPERTY, classify, probe_of, tally_report
 from k3conformance.probes import InfrastructureError, Probe, ProbeResult
 from k3conformance.records import STATUS_COMPLETE, STATUS_RUNNING, utc_now
@@ -23,6 +23,11 @@ from k3conformance.report import (
     suite_table,
 )
 from k3conformance.session import STASH_KEY, WORKEROUTPUT_KEY, RunState
+from k3conformance.signals import interrupt_on_sigterm, restore_sigterm
+
+if TYPE_CHECKING:
+    from k3conformance.baseline import StoredRun
+    from k3conformance.gate import GateResult
 
 # A conftest that sets this marks its directory as k3conformance suites: the endpoint
 # is then resolved and checked before anything runs, and shown in the header.
@@ -35,8 +40,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "k3_suite(name): the k3conformance suite a test belongs to")
+    if not hasattr(config, "workerinput"):
+        check_separate_path_values(config)
     state = RunState.for_process(config, resolve_settings(config))
     config.stash[STASH_KEY] = state
+    interrupt_on_sigterm(config)
+    if state.role != "worker" and state.settings.baseline is not None and not config.option.collectonly:
+        state.baseline = _load_baseline(state.settings)
     config.pluginmanager.register(RunHooks(state), "k3conformance-run")
     if config.pluginmanager.hasplugin("xdist") and state.role != "worker":
         from k3conformance.xdist_hooks import XdistHooks
@@ -44,7 +54,17 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(XdistHooks(state, config), "k3conformance-xdist")
 
 
+def _load_baseline(settings: Settings) -> StoredRun:
+    from k3conformance.baseline import BaselineError, load_run
+
+    try:
+        return load_run(settings.baseline or "", settings.results_dir)
+    except BaselineError as error:
+        raise pytest.UsageError(f"--k3-baseline: {error}") from None
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
+    restore_sigterm(config)
     state = config.stash.get(STASH_KEY, None)
     if state is not None:
         state.close()
@@ -76,24 +96,40 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     state.role = "controller" if session.config.pluginmanager.hasplugin("dsession") else "single"
     if not _resolve_up_front(session.config):
         return
-    _check_datasets(state.settings)
+    sources = _check_datasets(state.settings)
+    if state.baseline is not None:
+        _check_baseline_datasets(state.baseline, sources)
     state.ensure_endpoint()
     state.ensure_results_dir()
     state.write_summary(STATUS_RUNNING)
 
 
-def _check_datasets(settings: Settings) -> None:
+def _check_datasets(settings: Settings) -> dict[str, dict[str, str]]:
     from k3conformance.eval_datasets import DatasetUnavailable, check_datasets
 
     try:
-        check_datasets(settings)
+        return check_datasets(settings)
     except DatasetUnavailable as error:
         raise pytest.UsageError(str(error)) from None
 
 
+def _check_baseline_datasets(baseline: StoredRun, sources: dict[str, dict[str, str]]) -> None:
+    from k3conformance.baseline import BaselineError, check_same_datasets
+
+    try:
+        check_same_datasets(baseline, sources)
+    except BaselineError as error:
+        raise pytest.UsageError(f"--k3-baseline: {error}") from None
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     state = _state(config)
-    return header_lines(state.settings, state.shape, state.run_dir, state.endpoint, state.resumed)
+    lines = header_lines(state.settings, state.shape, state.run_dir, state.endpoint, state.resumed)
+    if state.endpoint is not None:
+        lines += [f"k3conformance: WARNING {line}" for line in state.shape_settings()["contradictions"]]
+    if state.baseline is not None:
+        lines.append(f"k3conformance: gating against the baseline {state.baseline.label} ({state.settings.gate} mode)")
+    return lines
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -160,6 +196,8 @@ def _note_dataset(state: RunState, probe: Probe) -> None:
     for key in ("dataset", "dataset_sha256"):
         if key in probe.data:
             entry[key] = probe.data[key]
+    if "dataset" in probe.data:
+        entry.setdefault("sources", {})[probe.data["dataset"]] = probe.data.get("dataset_sha256", "")
     if probe.item not in entry["items"]:
         entry["items"].append(probe.item)
 
@@ -221,6 +259,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+def _run_gate(state: RunState, summary: dict[str, Any]) -> GateResult:
+    from k3conformance.baseline import StoredRun
+    from k3conformance.gate import gate, settings_for
+    from k3conformance.gate_report import write_reports
+
+    assert state.baseline is not None
+    result = gate(state.baseline, StoredRun(summary, state.run_dir), settings_for(state.settings))
+    if state.run_dir.is_dir():
+        write_reports(result, state.run_dir, state.baseline.summary, summary)
+    return result
+
+
 class RunHooks:
     """Hooks that need the run state but receive no config (reports, summaries); one
     instance is registered per pytest config."""
@@ -247,7 +297,11 @@ class RunHooks:
             return
         stopped_early = bool(session.shouldstop or session.shouldfail)
         state.status = state.final_status(exitstatus, stopped_early)
-        state.write_summary(state.status, int(exitstatus))
+        summary = state.write_summary(state.status, int(exitstatus))
+        if state.baseline is not None and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            state.gate_result = _run_gate(state, summary)
+            if state.gate_result.fails():
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         state = self.state
@@ -276,5 +330,26 @@ class RunHooks:
         write(f"run {state.run_dir.name} ({state.status}): records in {state.run_dir}")
         if state.status != STATUS_COMPLETE:
             write("the run is not complete: rerun with --k3-resume to send only the missing requests", yellow=True)
+        if state.gate_result is not None:
+            self._write_gate(terminalreporter, state.gate_result)
+        elif state.baseline is not None:
+            write("gate: not evaluated, the session did not finish its tests", yellow=True)
         if state.endpoint is not None and state.endpoint.simulator:
             write(f"NOTE: {SIMULATOR_NOTICE}", yellow=True)
+
+    def _write_gate(self, terminalreporter: Any, result: GateResult) -> None:
+        from k3conformance.gate_report import text_report
+
+        terminalreporter.section("k3conformance gate")
+        colour = {"red": True} if result.fails() else {"yellow": True} if result.verdict != "PASS" else {"green": True}
+        lines = text_report(result)
+        terminalreporter.write_line(lines[0], bold=True, **colour)
+        for line in lines[1:]:
+            terminalreporter.write_line(line)
+        if result.verdict == "INCONCLUSIVE" and not result.fails():
+            terminalreporter.write_line(
+                "WARNING: the gate is INCONCLUSIVE (--k3-gate strict would fail the session): see the minimum "
+                "detectable drop above",
+                yellow=True,
+            )
+        terminalreporter.write_line(f"gate reports: {self.state.run_dir}/gate.md, gate.json")

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from k3conformance.completion import Completion
 from k3conformance.errors import ErrorClass, RequestError
 
+INTERNAL_SERVER_ERROR = 500
+
 if TYPE_CHECKING:
     from k3conformance.runner import Exchange
 
@@ -39,8 +41,9 @@ class Probe:
     samples: int | None = None
     # The suite's generation budget; --k3-max-tokens overrides it.
     max_tokens: int | None = None
-    # Validation probes expect the server to refuse: an HTTP 5xx is then the answer
-    # under test (a 500 where a 400 belongs), not an infrastructure failure.
+    # Validation probes expect the server to refuse: an HTTP 500 is then the answer under
+    # test (a crash where a 400 belongs), not an infrastructure failure. 429, 502, 503
+    # and 504 still are: they say nothing about validation.
     status_errors_are_results: bool = False
     data: Mapping[str, Any] = field(default_factory=dict)
 
@@ -86,7 +89,7 @@ class ProbeResult:
             for outcome in sample.outcomes.values()
             if isinstance(outcome, RequestError)
             and outcome.error_class is ErrorClass.INFRA
-            and not (self.probe.status_errors_are_results and outcome.http_status is not None)
+            and not (self.probe.status_errors_are_results and outcome.http_status == INTERNAL_SERVER_ERROR)
         ]
 
     def outcome(self, step: str, sample: int = 0) -> Outcome:

@@ -56,10 +56,28 @@ def describe_server(info: Mapping[str, Any]) -> str:
                 parts.append(f"{key}={server[key]}")
         if server.get("simulator"):
             parts.insert(0, "SIMULATOR")
+    props = info.get("props")
+    if isinstance(props, Mapping):
+        parts.extend(_describe_llamacpp(props))
     version = info.get("version")
     if isinstance(version, Mapping) and "version" in version:
         parts.append(f"version={version['version']}")
     return ", ".join(parts) or "nothing recognisable"
+
+
+def _describe_llamacpp(props: Mapping[str, Any]) -> list[str]:
+    """llama.cpp's `/props`: its build, the model file, the slots, and whether the chat
+    template takes tools at all (for a template that does not, llama.cpp leaves the
+    request's `tools` out of the prompt, so no tool-call check can pass)."""
+    parts = ["llama.cpp"]
+    parts += [f"{key}={props[key]}" for key in ("build_info", "model_alias", "model_path", "total_slots") if key in props]
+    settings = props.get("default_generation_settings")
+    if isinstance(settings, Mapping) and "n_ctx" in settings:
+        parts.append(f"n_ctx_per_slot={settings['n_ctx']}")
+    capabilities = props.get("chat_template_caps")
+    if isinstance(capabilities, Mapping) and "supports_tools" in capabilities:
+        parts.append(f"chat_template supports_tools={capabilities['supports_tools']}")
+    return parts
 
 
 def suite_table(tallies: Mapping[str, SuiteTally]) -> str:
@@ -87,12 +105,13 @@ def accuracy_table(tallies: Mapping[str, SuiteTally]) -> str:
                 f"{accuracy.accuracy:.1%} [{accuracy.low:.1%}, {accuracy.high:.1%}]",
                 f"{accuracy.no_answer_rate:.1%}",
                 f"{accuracy.truncation_rate:.1%}",
+                f"{accuracy.looping_rate:.1%}",
                 f"{accuracy.mean_output_tokens:.0f}",
             ]
         )
     if not rows:
         return ""
-    headers = ["suite", "items", "samples", "accuracy [95% CI]", "no answer", "truncated", "mean output tokens"]
+    headers = ["suite", "items", "samples", "accuracy [95% CI]", "no answer", "truncated", "looping", "mean output tokens"]
     return tabulate(rows, headers=headers, tablefmt="github")
 
 

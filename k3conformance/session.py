@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import platform
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -38,7 +38,9 @@ from k3conformance.records import (
 from k3conformance.stats import RequestStats
 
 if TYPE_CHECKING:
+    from k3conformance.baseline import StoredRun
     from k3conformance.endpoint import ReferenceProcess
+    from k3conformance.gate import GateResult
     from k3conformance.runner import BackgroundLoop, Runner
 
 Role = Literal["single", "controller", "worker"]
@@ -91,6 +93,9 @@ class RunState:
     stats: RequestStats = field(default_factory=RequestStats)
     tallies: dict[str, SuiteTally] = field(default_factory=dict)
     datasets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The run gated against, loaded at configure time (controller or single process only).
+    baseline: StoredRun | None = None
+    gate_result: GateResult | None = None
 
     @classmethod
     def for_process(cls, config: pytest.Config, settings: Settings) -> RunState:
@@ -203,6 +208,7 @@ class RunState:
             "model": endpoint.model if endpoint else self.settings.model,
             "served_models": endpoint.served_models if endpoint else None,
             "server_info": endpoint.server_info if endpoint else None,
+            "shape_settings": self.shape_settings(),
             "settings": {name: getattr(self.settings, name) for name in _PROVENANCE_SETTINGS},
             "started_at": (earlier or {}).get("started_at", self.started_at),
             "finished_at": None if status == STATUS_RUNNING else utc_now(),
@@ -224,9 +230,26 @@ class RunState:
             return STATUS_INCOMPLETE
         return STATUS_COMPLETE
 
-    def write_summary(self, status: str, exit_status: int | None = None) -> None:
+    def shape_settings(self) -> dict[str, Any]:
+        """The deployment's defining settings, from the server's own arguments when it
+        reports them, else from a registry --k3-shape; and any contradiction between the two."""
+        from k3conformance.shapes import contradictions, describe, run_shape_settings
+
+        info = self.endpoint.server_info if self.endpoint else None
+        settings, source = run_shape_settings(self.settings.shape, info)
+        derived, _ = run_shape_settings(None, info)
+        return {
+            "settings": asdict(settings) if settings else None,
+            "described": describe(settings) if settings else None,
+            "source": source,
+            "contradictions": contradictions(self.settings.shape, derived),
+        }
+
+    def write_summary(self, status: str, exit_status: int | None = None) -> dict[str, Any]:
+        summary = self.summary(status, exit_status)
         if self.run_dir.is_dir():
-            write_json_atomic(self.run_dir / SUMMARY_FILE, self.summary(status, exit_status))
+            write_json_atomic(self.run_dir / SUMMARY_FILE, summary)
+        return summary
 
     def close(self) -> None:
         if self.runner is not None:

@@ -36,8 +36,10 @@ class XdistHooks:
         self.state.stats.merge(report["stats"])
         for suite, entry in report["datasets"].items():
             merged = self.state.datasets.setdefault(suite, {"items": []})
-            merged.update({key: value for key, value in entry.items() if key != "items"})
+            merged.update({key: value for key, value in entry.items() if key not in ("items", "sources")})
             merged["items"] = sorted(set(merged["items"]) | set(entry["items"]))
+            if "sources" in entry:
+                merged.setdefault("sources", {}).update(entry["sources"])
 
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> ShareScheduling | None:
         return ShareScheduling(config, log, self.groups_file) if uses_share_scheduling(config) else None

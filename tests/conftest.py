@@ -10,6 +10,14 @@ from collections.abc import Iterator
 # (with numpy and pyarrow) refuses to be loaded twice in a process, so it is loaded first.
 import datasets  # noqa: F401
 import pytest
+
+# The same holds for SciPy (the gate's statistics) and matplotlib (its chart).
+import scipy.stats  # noqa: F401
+
+try:
+    import matplotlib.pyplot  # noqa: F401
+except ImportError:
+    pass
 from run_files import REPO
 
 from k3conformance.reference.profiles import get_profile

@@ -71,3 +71,15 @@ def test_suites_outside_a_marked_directory_still_fail_cleanly(pytester: pytest.P
     )
     result = pytester.runpytest_subprocess("--k3-endpoint=http://127.0.0.1:9/v1", "--k3-retries=0", "-p", "no:cacheprovider")
     assert_one_clear_error(result, "Cannot reach the K3 endpoint*")
+
+
+def test_separate_path_value_outside_the_directory_is_refused(
+    suite_project: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """pytest would read the value as a test path when choosing its rootdir and ini file."""
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    result = suite_project.runpytest("--k3-results-dir", str(elsewhere))
+    assert_one_clear_error(result, f"write --k3-results-dir={elsewhere} (with '='): *")
+    joined = suite_project.runpytest(f"--k3-results-dir={elsewhere}", "-p", "no:cacheprovider")
+    assert joined.ret == 0
+    assert any(elsewhere.glob("reference-tp8/*/summary.json"))

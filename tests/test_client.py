@@ -11,6 +11,8 @@ from stub_server import MODEL, serve_stub
 from k3conformance.client import EndpointClient, RetryPolicy
 from k3conformance.completion import Completion
 from k3conformance.errors import ErrorClass, RequestError
+from k3conformance.reference.profiles import get_profile
+from k3conformance.reference.server import start_in_thread
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -50,6 +52,22 @@ def test_retries_run_out_into_an_infrastructure_error() -> None:
     assert outcome.error_class is ErrorClass.INFRA
     assert outcome.kind in ("IncompleteStream", "RemoteProtocolError")
     assert attempts == 3 == stub.chat_requests
+
+
+@pytest.mark.parametrize("retries", [0, 1])
+def test_a_stream_that_ends_without_done_is_incomplete_and_retried(retries: int) -> None:
+    # The reference profile cuts the first attempt right after the finish frame: what
+    # follows it (the usage frame) is lost, so the stream must not count as an answer.
+    body = {"model": "kimi-k3-simulator", "messages": MESSAGES, "stream": True, "stream_options": {"include_usage": True}}
+    with start_in_thread(get_profile("stream-without-done")) as server:
+        outcome, attempts = send(server.url, body, retries=retries)
+    assert attempts == retries + 1
+    if retries == 0:
+        assert isinstance(outcome, RequestError) and outcome.error_class is ErrorClass.INFRA
+        assert outcome.kind == "IncompleteStream" and "[DONE]" in outcome.message
+    else:
+        assert isinstance(outcome, Completion) and outcome.usage is not None
+        assert outcome.stream is not None and outcome.stream.done_marker
 
 
 def test_a_4xx_is_an_api_rejection_and_not_retried() -> None:

@@ -44,7 +44,8 @@ def test_healthy_profile_scores_every_suite(eval_project: pytest.Pytester) -> No
     assert math["items"] == 41 and 0.75 <= math["accuracy"] <= 1.0
     assert math["low"] <= math["accuracy"] <= math["high"]
     coding = summary["suites"]["coding"]["accuracy"]
-    assert coding["items"] == 177 and 0.75 <= coding["accuracy"] < 1.0
+    # Coding at the published TP8 score of 68%.
+    assert coding["items"] == 177 and 0.55 <= coding["accuracy"] < 0.8
     assert summary["suites"]["long_context_8k"]["accuracy"]["items"] == 6
     assert summary["datasets"]["coding"]["dataset"] in ("humaneval", "fixture:coding")
 

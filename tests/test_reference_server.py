@@ -484,6 +484,24 @@ def test_latency_delays_the_response(fixtures_dir: Path) -> None:
         assert time.perf_counter() - started >= 0.3
 
 
+def test_output_bytes_pads_the_reasoning_at_every_effort_within_the_budget(
+    server: RunningServer, fixtures_dir: Path
+) -> None:
+    target = 100_000
+    _, short = chat(server, CAPITAL_PROMPT, reasoning_effort="low", max_tokens=40_000)
+    assert len(short["choices"][0]["message"]["reasoning_content"].encode()) < 2_000
+    with start_in_thread(get_profile("tp8"), fixtures_dir=fixtures_dir, output_bytes=target) as padded:
+        for effort in ("low", "max"):
+            _, body = chat(padded, CAPITAL_PROMPT, reasoning_effort=effort, max_tokens=40_000)
+            message, usage = body["choices"][0]["message"], body["usage"]
+            # The simulator varies reasoning lengths by up to 20% either way around the mean.
+            assert 0.75 * target < len(message["reasoning_content"].encode()) < 1.25 * target
+            assert (message["content"], body["choices"][0]["finish_reason"]) == ("Paris", "stop")
+            assert usage["completion_tokens_details"]["reasoning_tokens"] == len(message["reasoning_content"].split())
+        _, cut = chat(padded, CAPITAL_PROMPT, max_tokens=4096)
+        assert cut["choices"][0]["finish_reason"] == "length" and cut["usage"]["completion_tokens"] == 4096
+
+
 @pytest.mark.parametrize("stop_by", ["stdin_eof", "sigterm"])
 def test_serve_prints_the_url_first_and_shuts_down_cleanly(stop_by: str) -> None:
     code = (

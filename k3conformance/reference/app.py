@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hmac
 import itertools
 import logging
@@ -10,6 +11,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from aiohttp import web
@@ -19,13 +21,24 @@ from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.answer_key import AnswerKey, default_fixtures_dir
 from k3conformance.reference.identity import DEFAULT_MODEL_ID, SIMULATOR_OWNER, SIMULATOR_WARNING, package_version
 from k3conformance.reference.profiles import Profile
+from k3conformance.reference.prose import words_for_bytes
 from k3conformance.reference.simulator import InvalidRequest, Simulator
+from k3conformance.reference.transport import transport_faults_for
 from k3conformance.reference.wire import completion_object, stream_frames
 
 _log = logging.getLogger(__name__)
 # Writing every SSE frame separately dominates the cost of long streams, so frames
 # after the first go out in groups.
 _FRAMES_PER_WRITE = 32
+
+
+def _shape_server_args(shape_name: str) -> dict[str, Any]:
+    from k3conformance.shapes import get_shape, server_args
+
+    shape = get_shape(shape_name)
+    if shape is None:
+        raise ValueError(f"reference profile names unknown shape {shape_name!r}")
+    return server_args(shape)
 
 
 def error_response(status: int, message: str, param: str | None = None, code: str | None = None) -> web.Response:
@@ -74,6 +87,7 @@ class _Routes:
         self.latency_s = latency_s
         # State across requests lives here, not in the simulator, and only a faulty profile has any.
         self.prefix_cache = fault_hooks.prefix_cache_for(self.profile.faults)
+        self.transport = transport_faults_for(self.profile.faults)
 
     async def models(self, request: web.Request) -> web.Response:
         model = {
@@ -96,7 +110,8 @@ class _Routes:
                 "profile": self.profile.name,
                 "model_path": self.model_id,
                 "served_model_name": self.model_id,
-                "tp_size": 8,
+                # The launch arguments of the layout the profile stands for, as SGLang reports them.
+                **_shape_server_args(self.profile.shape),
                 "reasoning_parser": "kimi_k3",
                 "tool_call_parser": "kimi_k3",
                 "version": package_version(),
@@ -107,6 +122,9 @@ class _Routes:
         return web.json_response({"version": f"{SIMULATOR_OWNER} {package_version()}"})
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        hit = None if self.transport is None else self.transport.admit(request, await request.read())
+        if hit is not None and hit.preempts:
+            return hit.preempt()
         try:
             body = await request.json()
         except ValueError:
@@ -126,9 +144,12 @@ class _Routes:
         if self.latency_s > 0:
             await asyncio.sleep(self.latency_s)
         if not body.get("stream"):
-            return web.json_response(completion_object(completion, **envelope))
+            payload = completion_object(completion, **envelope)
+            return web.json_response(payload) if hit is None else await hit.answer(payload)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         frames = stream_frames(completion, include_usage=include_usage, **envelope)
+        if hit is not None:
+            return await hit.stream(frames)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         try:
             await response.prepare(request)
@@ -148,7 +169,11 @@ def build_app(
     api_key: str | None = None,
     model_id: str = DEFAULT_MODEL_ID,
     fixtures_dir: Path | None = None,
+    output_bytes: int | None = None,
 ) -> web.Application:
+    """`output_bytes`: reason about that many bytes at every effort (for load benchmarks)."""
+    if output_bytes is not None:
+        profile = _with_reasoning_bytes(profile, output_bytes)
     answer_key = AnswerKey.load(fixtures_dir or default_fixtures_dir())
     routes = _Routes(Simulator(profile, answer_key, model_id), profile.latency_s if latency_s is None else latency_s)
     middlewares: list[Middleware] = [_json_errors] + ([_require_api_key(api_key)] if api_key else [])
@@ -159,3 +184,14 @@ def build_app(
     app.router.add_get("/get_server_info", routes.server_info)
     app.router.add_get("/version", routes.version)
     return app
+
+
+def _with_reasoning_bytes(profile: Profile, output_bytes: int) -> Profile:
+    # Only the reasoning length changes, through the simulator's own path, so budgets,
+    # faults and token counts apply to long outputs as they do to short ones.
+    words = words_for_bytes(output_bytes)
+    return dataclasses.replace(
+        profile,
+        description=f"{profile.description}; reasoning padded to about {output_bytes} bytes",
+        reasoning_words=MappingProxyType(dict.fromkeys(profile.reasoning_words, words)),
+    )

@@ -12,6 +12,7 @@ is called from exactly one place:
 - `on_completion`: model-level output, the same in both modes: reasoning split,
   finish reasons, usage, tool-call names and arguments (simulator.py)
 - `on_message` / `on_stream`: the non-streaming message and the SSE frames (wire.py)
+- `falls_into_loop` / `looping_reasoning`: long outputs that loop until the token limit (simulator.py)
 
 The healthy profile has no faults, and every hook returns at its first test when it has
 none, so the healthy path costs nothing and stays byte-identical.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import random
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -73,9 +75,21 @@ CONFORMANCE_FAULTS: frozenset[str] = frozenset(
 )
 
 # Faults of a layout that answers worse: only a comparison with a baseline can catch them.
-ACCURACY_FAULTS: frozenset[str] = frozenset()
+# The accuracy loss itself is the profile's lower accuracy; this fault adds the loops.
+ACCURACY_FAULTS: frozenset[str] = frozenset({"fused-moe-loop"})
 # Faults of the network or the server process: retries and resume must absorb them.
-TRANSPORT_FAULTS: frozenset[str] = frozenset()
+# They act in the HTTP layer, in transport.py, not through the hooks below.
+TRANSPORT_FAULTS: frozenset[str] = frozenset(
+    {
+        "latency-spikes",
+        "dropped-connection",
+        "stream-without-done",
+        "malformed-frame",
+        "rate-limited",
+        "server-errors",
+        "server-restart",
+    }
+)
 KNOWN_FAULTS: frozenset[str] = CONFORMANCE_FAULTS | ACCURACY_FAULTS | TRANSPORT_FAULTS
 
 # wire.REASONING_FIELD; wire imports this module, so the name is repeated rather than imported.
@@ -524,3 +538,33 @@ _STREAM_EDITS: tuple[tuple[str, Callable[[list[Chunk]], list[Chunk]]], ...] = (
     ("parallel-index-collision", _colliding_indexes),
     ("stream-repeats-tool-name", _tool_name_in_every_delta),
 )
+
+
+# --- fused-moe-loop: sglang issue 40751 --------------------------------------------------
+# EP32 with the fused MegaMoE kernel: 57 of 113 coding outputs fell into mechanical
+# repetition until the token limit (0 of 113 on TP8), every output over 50K tokens looped,
+# and accuracy went from 68.1% to 42.5%, while a math check looked fine. Coding answers
+# are K3's long outputs, so the loops strike there. The shares below reproduce both
+# published figures from TP8's 68%: 37.5% of the items TP8 solves loop (68% -> 42.5%),
+# and 77% of those it fails, which are the long, hard ones (half of all outputs loop).
+LONG_OUTPUT_SUITES: frozenset[str] = frozenset({"coding", "humaneval-answer-key"})
+_LOOP_SHARE_IF_SOLVED = 0.375
+_LOOP_SHARE_IF_FAILED = 0.77
+_LOOP_OPENERS = ("Wait,", "Hmm,", "Actually,", "Let me re-check:")
+
+
+def falls_into_loop(faults: frozenset[str], item: FixtureItem, draw: float, solved_on_base: bool) -> bool:
+    """Whether this long output loops; `draw` is uniform on [0, 1) and fixed per (item, seed)."""
+    if "fused-moe-loop" not in faults or item.suite not in LONG_OUTPUT_SUITES:
+        return False
+    return draw < (_LOOP_SHARE_IF_SOLVED if solved_on_base else _LOOP_SHARE_IF_FAILED)
+
+
+def looping_reasoning(rng: random.Random, healthy: str, limit: int) -> str:
+    """A healthy start (the first third of the reasoning) and then one sentence repeated
+    back to back until the output holds `limit` tokens."""
+    words = healthy.split()
+    start = " ".join(words[: max(1, len(words) // 3)])
+    block = f"{rng.choice(_LOOP_OPENERS)} the loop bound {rng.choice(('must', 'should', 'has to'))} cover index {rng.randrange(2, 9)} before returning. "
+    copies = max(1, (limit - count_tokens(start)) // count_tokens(block) + 1)
+    return f"{start} {block * copies}"

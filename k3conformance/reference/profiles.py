@@ -38,13 +38,20 @@ class Profile:
     # that the two answer alike wherever the fault does not apply; None: its own.
     base: str | None = None
     kind: ProfileKind = "conformance"
+    # Accuracy of the items of single fixture suites, where it differs from `accuracy`.
+    suite_accuracy: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    # The registry shape (k3conformance.shapes) whose server arguments /get_server_info reports.
+    shape: str = "tp8"
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.accuracy <= 1.0:
+        if not all(0.0 <= value <= 1.0 for value in (self.accuracy, *self.suite_accuracy.values())):
             raise ValueError(f"profile {self.name!r}: accuracy must be in [0, 1]")
         unknown = self.faults - KNOWN_FAULTS
         if unknown:
             raise ValueError(f"profile {self.name!r}: unknown faults {sorted(unknown)}")
+
+    def accuracy_for(self, suite: str) -> float:
+        return self.suite_accuracy.get(suite, self.accuracy)
 
 
 _TP8 = Profile(
@@ -53,6 +60,8 @@ _TP8 = Profile(
     accuracy=0.9,
     reasoning_words=MappingProxyType({"low": 60, "high": 250, "max": 600}),
     kind="healthy",
+    # Coding at K3's published TP8 score on a 113-task coding benchmark (sglang issue 40751).
+    suite_accuracy=MappingProxyType({"coding": 0.68, "humaneval-answer-key": 0.68}),
 )
 
 # Each fault and the real bug it reproduces.
@@ -139,6 +148,26 @@ _FAULT_BUGS: Mapping[str, str] = {
 }
 
 
+# Each transport fault and what the client sees. Every other distinct request is hit, on
+# its first attempt(s) only (see transport.py), so retries and resume recover the run.
+_TRANSPORT_BUGS: Mapping[str, str] = {
+    "latency-spikes": "every other request stalls 3 s on its first attempt (mid-stream, after the first frame)",
+    "dropped-connection": "every other request loses its connection half-way through the answer on its first attempt",
+    "stream-without-done": (
+        "every other stream ends cleanly right after the finish frame on its first attempt: no usage frame, no [DONE]"
+    ),
+    "malformed-frame": "every other request gets a frame (or body) of cut-off JSON on its first attempt",
+    "rate-limited": (
+        "every other request gets HTTP 429 with Retry-After: 1 on its first attempt, and again if retried too early"
+    ),
+    "server-errors": "every other request gets a burst of server errors: HTTP 503, then HTTP 500 on its retry",
+    "server-restart": (
+        "the server restarts at the fourth request: every open connection is cut and the next two attempts "
+        "are refused"
+    ),
+}
+
+
 def _tp8_with(fault: str, bug: str) -> Profile:
     return dataclasses.replace(
         _TP8,
@@ -150,9 +179,49 @@ def _tp8_with(fault: str, bug: str) -> Profile:
     )
 
 
+def _tp8_behind(fault: str, bug: str) -> Profile:
+    return dataclasses.replace(
+        _TP8,
+        name=fault,
+        description=f"tp8 behind a failing transport: {bug}",
+        faults=frozenset({fault}),
+        base=_TP8.name,
+        kind="transport",
+    )
+
+
+# The layouts of the published K3 regression (sglang issue 40751), as accuracy profiles:
+# TP8 68.1% on 113 coding tasks, EP32 with DeepEP about 65.5%, EP32 with the fused
+# MegaMoE kernel 42.5% with half of its outputs looping, and a math check that looked fine.
+_EP32_DEEPEP = dataclasses.replace(
+    _TP8,
+    name="ep32-deepep",
+    description="EP32 with DeepEP (sglang issue 40751): a couple of points below tp8, no loops",
+    accuracy=0.88,
+    suite_accuracy=MappingProxyType({"coding": 0.655, "humaneval-answer-key": 0.655}),
+    base=_TP8.name,
+    kind="accuracy",
+    shape="ep32-deepep",
+)
+_EP32_MEGAMOE = dataclasses.replace(
+    _TP8,
+    name="ep32-megamoe",
+    description=(
+        "EP32 with the fused MegaMoE kernel (sglang issue 40751): about half of the long coding outputs loop "
+        "until the token limit after a healthy start, coding about 26 points below tp8, math unchanged"
+    ),
+    faults=frozenset({"fused-moe-loop"}),
+    base=_TP8.name,
+    kind="accuracy",
+    shape="ep32-megamoe",
+)
+
 PROFILES: dict[str, Profile] = {
     _TP8.name: _TP8,
     **{fault: _tp8_with(fault, bug) for fault, bug in _FAULT_BUGS.items()},
+    **{fault: _tp8_behind(fault, bug) for fault, bug in _TRANSPORT_BUGS.items()},
+    _EP32_DEEPEP.name: _EP32_DEEPEP,
+    _EP32_MEGAMOE.name: _EP32_MEGAMOE,
 }
 
 

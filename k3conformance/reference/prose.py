@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 
@@ -54,6 +55,22 @@ def reasoning_text(rng: random.Random, question: str, target_words: int) -> str:
         sentence = f"{rng.choice(_OPENERS)}, {rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)}."
         words.extend(sentence.split())
     return " ".join(words)
+
+
+def _mean_bytes_per_word() -> float:
+    # Every sentence shape is equally likely, so the mean over all of them is what
+    # `reasoning_text` writes per word in the long run (one space counted per word).
+    shapes = itertools.product(_OPENERS, _SUBJECTS, _VERBS, _OBJECTS)
+    sentences = [f"{opener}, {subject} {verb} {object_}." for opener, subject, verb, object_ in shapes]
+    return sum(len(sentence) + 1 for sentence in sentences) / sum(len(sentence.split()) for sentence in sentences)
+
+
+_MEAN_BYTES_PER_WORD = _mean_bytes_per_word()
+
+
+def words_for_bytes(target_bytes: int) -> int:
+    """How many words `reasoning_text` needs, on average, to write about `target_bytes` bytes."""
+    return max(1, round(target_bytes / _MEAN_BYTES_PER_WORD))
 
 
 def generic_reply(rng: random.Random) -> str:

@@ -41,9 +41,17 @@ def serve(
     model_id: str = DEFAULT_MODEL_ID,
     exit_with_stdin: bool = False,
     fixtures_dir: Path | None = None,
+    output_bytes: int | None = None,
 ) -> None:
     """Serve until SIGTERM/SIGINT (or stdin EOF); the first stdout line is the base URL."""
-    app = build_app(profile, latency_s=latency_s, api_key=api_key, model_id=model_id, fixtures_dir=fixtures_dir)
+    app = build_app(
+        profile,
+        latency_s=latency_s,
+        api_key=api_key,
+        model_id=model_id,
+        fixtures_dir=fixtures_dir,
+        output_bytes=output_bytes,
+    )
     asyncio.run(_serve_until_stopped(app, host, port, profile.name, exit_with_stdin))
 
 
@@ -112,8 +120,16 @@ def start_in_thread(
     api_key: str | None = None,
     model_id: str = DEFAULT_MODEL_ID,
     fixtures_dir: Path | None = None,
+    output_bytes: int | None = None,
 ) -> RunningServer:
-    app = build_app(profile, latency_s=latency_s, api_key=api_key, model_id=model_id, fixtures_dir=fixtures_dir)
+    app = build_app(
+        profile,
+        latency_s=latency_s,
+        api_key=api_key,
+        model_id=model_id,
+        fixtures_dir=fixtures_dir,
+        output_bytes=output_bytes,
+    )
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="k3conformance-reference", daemon=True)
     thread.start()

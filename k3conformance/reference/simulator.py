@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import random
@@ -16,7 +17,7 @@ from k3conformance.long_prompts import needle_answer
 from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.answer_key import AnswerKey, FixtureItem
 from k3conformance.reference.faults import PrefixCache
-from k3conformance.reference.profiles import Profile
+from k3conformance.reference.profiles import Profile, get_profile
 from k3conformance.reference.prose import count_tokens, generic_reply, reasoning_text, take_tokens, wrong_variant
 from k3conformance.reference.request import ChatRequest, InvalidRequest, parse_request
 from k3conformance.reference.schema_values import UnsupportedSchema, example_value
@@ -25,6 +26,8 @@ from k3conformance.reference.tool_use import plan_tool_calls
 __all__ = ["Completion", "InvalidRequest", "Simulator", "ToolCall"]
 
 _TOKENS_PER_MESSAGE = 4
+# Where a loop stops when the request sets no max_tokens: a server's default budget.
+_UNLIMITED_LOOP_TOKENS = 32768
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,11 @@ class Simulator:
         if request.thinking:
             mean_words = self.profile.reasoning_words[request.effort]
             reasoning = reasoning_text(rng, question, max(1, round(mean_words * rng.uniform(0.8, 1.2))))
+        if item is not None and self._loops(item, request.seed):
+            # A loop runs until the budget, the server's default when the request sets none.
+            budgeted = dataclasses.replace(request, max_tokens=request.max_tokens or _UNLIMITED_LOOP_TOKENS)
+            looping = fault_hooks.looping_reasoning(rng, reasoning, budgeted.max_tokens or 0)
+            return fault_hooks.on_completion(faults, _within_budget(budgeted, looping, "", ()))
         retrieved = needle_answer(question) if item is None else None
         if retrieved is not None:
             # A long-context retrieval probe: the needle is in the prompt, so the answer is too.
@@ -117,7 +125,14 @@ class Simulator:
     def answers_correctly(self, item: FixtureItem, seed: int | None) -> bool:
         # Depends only on (item, seed), so a less accurate profile's correct answers
         # are a subset of a more accurate one's.
-        return not item.graded or _unit_draw(item.id, seed) < self.profile.accuracy
+        if not item.graded:
+            return True
+        return _unit_draw(item.id, seed) < self.profile.accuracy_for(item.suite) and not self._loops(item, seed)
+
+    def _loops(self, item: FixtureItem, seed: int | None) -> bool:
+        base = get_profile(self.profile.base) if self.profile.base else self.profile
+        solved_on_base = not item.graded or _unit_draw(item.id, seed) < base.accuracy_for(item.suite)
+        return fault_hooks.falls_into_loop(self.profile.faults, item, _unit_draw("loop", item.id, seed), solved_on_base)
 
     def _request_seed(self, body: Mapping[str, Any], request: ChatRequest) -> int:
         keys = ("messages", "tools", "tool_choice", "response_format")

@@ -1,0 +1,199 @@
+"""The gate's verdict as text for the terminal, Markdown for CI pages, JSON, and a chart."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from k3conformance.comparison import FAIL, INCONCLUSIVE, ScoreComparison
+from k3conformance.gate import GateResult
+from k3conformance.records import write_json_atomic
+
+GATE_JSON = "gate.json"
+GATE_MARKDOWN = "gate.md"
+GATE_CHART = "gate.png"
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+SIMULATOR_NOTE = "NOTE: the reference deployment is a simulator; verdicts on it show how the gate works, not how K3 does."
+READING = (
+    "PASS: the loss is shown to be under the margin. FAIL: a loss beyond the margin is shown. INCONCLUSIVE: "
+    "the data allow either; the minimum detectable drop is the loss this size catches 4 times in 5."
+)
+
+
+def _pct(share: float) -> str:
+    return f"{share * 100:.1f}%"
+
+
+def _pts(share: float) -> str:
+    return f"{share * 100:+.1f}"
+
+
+def _accuracy_rows(result: GateResult) -> list[list[str]]:
+    return [
+        [
+            suite,
+            "accuracy",
+            _pct(comparison.baseline),
+            _pct(comparison.candidate),
+            f"{_pts(comparison.difference)} [{_pts(comparison.lower)}, {_pts(comparison.upper)}]",
+            f"{comparison.min_detectable_drop * 100:.1f}",
+            f"{comparison.items}",
+            comparison.verdict,
+        ]
+        for suite, comparison in sorted(result.accuracy.items())
+    ]
+
+
+def _rate_rows(result: GateResult) -> list[list[str]]:
+    rows = []
+    for suite, rates in sorted(result.rates.items()):
+        for name, rate in rates.items():
+            rows.append(
+                [
+                    suite,
+                    name,
+                    f"{rate.baseline_events}/{rate.baseline_samples} ({_pct(rate.baseline_rate)})",
+                    f"{rate.candidate_events}/{rate.candidate_samples} ({_pct(rate.candidate_rate)})",
+                    f"{rate.p_value:.2g}",
+                    _pct(rate.floor),
+                    rate.verdict,
+                ]
+            )
+    return rows
+
+
+_ACCURACY_HEADERS = ["suite", "metric", "baseline", "candidate", "difference, pts [interval]", "min detectable drop", "items", "verdict"]
+_RATE_HEADERS = ["suite", "rate", "baseline", "candidate", "p (higher)", "floor", "verdict"]
+
+
+def _sections(result: GateResult, table_format: str) -> list[tuple[str, list[str]]]:
+    """(title, lines) blocks shared by the text and Markdown reports."""
+    confidence = round((1 - 2 * result.settings.alpha) * 100)
+    blocks: list[tuple[str, list[str]]] = []
+    if result.accuracy:
+        table = tabulate(_accuracy_rows(result), headers=_ACCURACY_HEADERS, tablefmt=table_format)
+        blocks.append((f"Accuracy against the baseline (paired by item, {confidence}% interval, margins per suite)", table.splitlines()))
+    rates = _rate_rows(result)
+    if rates:
+        table = tabulate(rates, headers=_RATE_HEADERS, tablefmt=table_format)
+        blocks.append(("Looping and truncation (one-sided Fisher exact test, share of samples)", table.splitlines()))
+    if result.regressions:
+        lines = [
+            f"- {r.suite}/{r.check}: passed {r.baseline_passed}× on the baseline, failed {r.candidate_failed}× on the candidate"
+            + (f": {r.excerpt}" if r.excerpt else "")
+            for r in result.regressions
+        ]
+        blocks.append(("Checks that pass on the baseline and fail on the candidate", lines))
+    if result.shape is not None:
+        shape = result.shape
+        lines = [f"- baseline {shape.baseline}", f"- candidate {shape.candidate}"]
+        if shape.differences:
+            lines.append(f"- differs: {'; '.join(shape.differences)}")
+            lines.append(f"- so the policy requires the {' and '.join(shape.required_suites)} suites on the candidate")
+        lines += [f"- contradiction: {line}" for line in shape.contradictions]
+        blocks.append(("Deployment shape", lines))
+    if result.notes:
+        blocks.append(("Notes", [f"- {note}" for note in result.notes]))
+    return blocks
+
+
+def _simulated(result: GateResult, summaries: tuple[Mapping[str, Any], ...]) -> bool:
+    return any(summary.get("simulator") for summary in summaries)
+
+
+def text_report(result: GateResult, *summaries: Mapping[str, Any]) -> list[str]:
+    lines = [f"gate: {result.verdict} — {result.candidate} against the baseline {result.baseline} ({result.settings.mode} mode)"]
+    lines += [f"  {reason}" for reason in result.reasons]
+    for title, block in _sections(result, "simple"):
+        lines += ["", f"{title}:", *block]
+    lines += ["", READING]
+    if _simulated(result, summaries):
+        lines.append(SIMULATOR_NOTE)
+    return lines
+
+
+def markdown_report(result: GateResult, *summaries: Mapping[str, Any]) -> str:
+    lines = [
+        f"## k3conformance gate: **{result.verdict}**",
+        "",
+        f"Candidate `{result.candidate}` against the baseline `{result.baseline}`, {result.settings.mode} mode, "
+        f"one-sided α = {result.settings.alpha}.",
+        "",
+    ]
+    if _simulated(result, summaries):
+        lines += [f"> {SIMULATOR_NOTE}", ""]
+    lines += [f"- {reason}" for reason in result.reasons] or ["- every comparison passed"]
+    for title, block in _sections(result, "github"):
+        lines += ["", f"### {title}", "", *block]
+    lines += ["", f"_{READING}_", ""]
+    return "\n".join(lines)
+
+
+def write_reports(result: GateResult, run_dir: Path, *summaries: Mapping[str, Any]) -> list[Path]:
+    """gate.json, gate.md and (with matplotlib installed) gate.png in the run folder; the
+    Markdown is also appended to $GITHUB_STEP_SUMMARY when set. Returns what was written."""
+    written = [run_dir / GATE_JSON, run_dir / GATE_MARKDOWN]
+    write_json_atomic(written[0], result.to_dict())
+    markdown = markdown_report(result, *summaries)
+    written[1].write_text(markdown, encoding="utf-8")
+    step_summary = os.environ.get(STEP_SUMMARY_ENV)
+    if step_summary:
+        with open(step_summary, "a", encoding="utf-8") as handle:
+            handle.write(markdown + "\n")
+    chart = write_chart(result, run_dir / GATE_CHART)
+    if chart is not None:
+        written.append(chart)
+    return written
+
+
+def json_report(result: GateResult) -> str:
+    return json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str)
+
+
+def write_chart(result: GateResult, path: Path) -> Path | None:
+    """Baseline against candidate accuracy per suite with the paired interval, and the
+    looping rates; None when matplotlib (the `plot` extra) is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    suites = sorted(result.accuracy)
+    looping = {suite: rates["looping"] for suite, rates in result.rates.items() if "looping" in rates}
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    positions = range(len(suites))
+    comparisons: list[ScoreComparison] = [result.accuracy[suite] for suite in suites]
+    left.bar([p - 0.2 for p in positions], [c.baseline * 100 for c in comparisons], 0.4, label="baseline", color="#7a9cc6")
+    candidate_errors = [
+        [(c.difference - c.lower) * 100 for c in comparisons],
+        [(c.upper - c.difference) * 100 for c in comparisons],
+    ]
+    colours = ["#c0392b" if c.verdict == FAIL else "#e0a030" if c.verdict == INCONCLUSIVE else "#3f8f4f" for c in comparisons]
+    left.bar([p + 0.2 for p in positions], [c.candidate * 100 for c in comparisons], 0.4, yerr=candidate_errors,
+             capsize=4, label="candidate (paired interval)", color=colours)
+    left.set_xticks(list(positions), [f"{s}\n{result.accuracy[s].verdict}" for s in suites])
+    left.set_ylabel("accuracy, %")
+    left.set_ylim(0, 100)
+    left.legend(loc="lower left")
+    left.set_title("accuracy")
+    loop_suites = sorted(looping)
+    right.bar([p - 0.2 for p in range(len(loop_suites))], [looping[s].baseline_rate * 100 for s in loop_suites], 0.4,
+              label="baseline", color="#7a9cc6")
+    right.bar([p + 0.2 for p in range(len(loop_suites))], [looping[s].candidate_rate * 100 for s in loop_suites], 0.4,
+              label="candidate", color="#c0392b")
+    right.set_xticks(list(range(len(loop_suites))), [f"{s}\n{looping[s].verdict}" for s in loop_suites])
+    right.set_ylabel("outputs ending in a loop, %")
+    right.set_title("looping")
+    right.legend()
+    figure.suptitle(f"{result.candidate} vs {result.baseline}: {result.verdict}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
