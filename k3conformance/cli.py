@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _compare(arguments: argparse.Namespace) -> int:
     from k3conformance.baseline import BaselineError, load_run
-    from k3conformance.gate import GateSettings, gate
+    from k3conformance.gate import gate, settings_for
     from k3conformance.gate_report import json_report, markdown_report, text_report, write_reports
 
     try:
@@ -110,15 +110,7 @@ def _compare(arguments: argparse.Namespace) -> int:
     except BaselineError as error:
         print(f"k3conformance compare: {error}", file=sys.stderr)
         return 2
-    settings = GateSettings(
-        alpha=arguments.alpha,
-        default_margin=arguments.margin / 100,
-        margins={suite: points / 100 for suite, points in arguments.margins},
-        repetition_floor=arguments.repetition_floor,
-        truncation_floor=arguments.truncation_floor,
-        mode=arguments.gate,
-    )
-    result = gate(baseline, candidate, settings)
+    result = gate(baseline, candidate, settings_for(arguments))
     if arguments.format == "json":
         print(json_report(result))
     elif arguments.format == "markdown":

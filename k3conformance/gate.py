@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from k3conformance.baseline import StoredRun
 from k3conformance.comparison import (
@@ -32,7 +32,6 @@ from k3conformance.comparison import (
     compare_rates,
     compare_scores,
 )
-from k3conformance.options import Settings
 from k3conformance.records import STATUS_COMPLETE
 from k3conformance.shapes import contradictions, describe, policy, run_shape_settings
 
@@ -120,7 +119,25 @@ class GateResult:
         }
 
 
-def settings_for(options: Settings) -> GateSettings:
+class GateOptions(Protocol):
+    """The gate's options as the pytest plugin (Settings) and `k3conformance compare` (its
+    parsed arguments) both carry them; margins in points."""
+
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def margin(self) -> float: ...
+    @property
+    def margins(self) -> tuple[tuple[str, float], ...]: ...
+    @property
+    def repetition_floor(self) -> float: ...
+    @property
+    def truncation_floor(self) -> float: ...
+    @property
+    def gate(self) -> str: ...
+
+
+def settings_for(options: GateOptions) -> GateSettings:
     return GateSettings(
         alpha=options.alpha,
         default_margin=options.margin / 100,

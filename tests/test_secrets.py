@@ -4,8 +4,6 @@ logs shown), also when requests fail and their errors are printed, and under `-n
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +13,7 @@ import pytest
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from run_files import only_run, responses_by_key, summary_of
+from stub_server import serve_app
 
 from k3conformance.reference.app import build_app
 from k3conformance.reference.profiles import get_profile
@@ -151,25 +150,8 @@ def leaky_reference() -> Iterator[str]:
         return _leaky_server_info(request) if request.path == "/get_server_info" else await handler(request)
 
     app.middlewares.append(leak)
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-
-    async def start() -> tuple[web.AppRunner, int]:
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port: int = runner.addresses[0][1]
-        return runner, port
-
-    runner, port = asyncio.run_coroutine_threadsafe(start(), loop).result(30)
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(30)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(5)
+    with serve_app(app) as url:
+        yield url
 
 
 def test_server_information_that_repeats_the_key_is_redacted(

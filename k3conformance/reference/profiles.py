@@ -168,25 +168,9 @@ _TRANSPORT_BUGS: Mapping[str, str] = {
 }
 
 
-def _tp8_with(fault: str, bug: str) -> Profile:
+def _tp8_with(fault: str, description: str, kind: ProfileKind) -> Profile:
     return dataclasses.replace(
-        _TP8,
-        name=fault,
-        description=f"tp8 plus one fault: {bug}",
-        faults=frozenset({fault}),
-        base=_TP8.name,
-        kind="conformance",
-    )
-
-
-def _tp8_behind(fault: str, bug: str) -> Profile:
-    return dataclasses.replace(
-        _TP8,
-        name=fault,
-        description=f"tp8 behind a failing transport: {bug}",
-        faults=frozenset({fault}),
-        base=_TP8.name,
-        kind="transport",
+        _TP8, name=fault, description=description, faults=frozenset({fault}), base=_TP8.name, kind=kind
     )
 
 
@@ -218,8 +202,11 @@ _EP32_MEGAMOE = dataclasses.replace(
 
 PROFILES: dict[str, Profile] = {
     _TP8.name: _TP8,
-    **{fault: _tp8_with(fault, bug) for fault, bug in _FAULT_BUGS.items()},
-    **{fault: _tp8_behind(fault, bug) for fault, bug in _TRANSPORT_BUGS.items()},
+    **{fault: _tp8_with(fault, f"tp8 plus one fault: {bug}", "conformance") for fault, bug in _FAULT_BUGS.items()},
+    **{
+        fault: _tp8_with(fault, f"tp8 behind a failing transport: {bug}", "transport")
+        for fault, bug in _TRANSPORT_BUGS.items()
+    },
     _EP32_DEEPEP.name: _EP32_DEEPEP,
     _EP32_MEGAMOE.name: _EP32_MEGAMOE,
 }
