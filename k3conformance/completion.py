@@ -68,6 +68,15 @@ class Completion:
     def to_record(self) -> dict[str, Any]:
         return asdict(self)
 
+    def as_history_message(self) -> dict[str, Any]:
+        """This answer as an assistant turn of a later request, with its reasoning (K3's chat
+        template keeps earlier thinking when preserve_thinking is on). A missing reasoning is
+        left out, not sent as null: llama.cpp's server answers a null with HTTP 500."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.reasoning is not None:
+            message["reasoning_content"] = self.reasoning
+        return message
+
     @classmethod
     def from_record(cls, data: dict[str, Any]) -> Completion:
         values = dict(data)

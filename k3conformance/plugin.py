@@ -296,6 +296,8 @@ class RunHooks:
             workeroutput[WORKEROUTPUT_KEY] = {"stats": vars(state.stats), "datasets": state.datasets}
             return
         stopped_early = bool(session.shouldstop or session.shouldfail)
+        if state.role == "controller" and exitstatus == pytest.ExitCode.INTERRUPTED and not state.stats.sent:
+            state.recount_requests()
         state.status = state.final_status(exitstatus, stopped_early)
         summary = state.write_summary(state.status, int(exitstatus))
         if state.baseline is not None and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):

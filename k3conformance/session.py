@@ -222,6 +222,23 @@ class RunState:
             "platform": sys.platform,
         }
 
+    def recount_requests(self) -> None:
+        """Request counts of this session read back from the records: an interrupted xdist
+        worker never reports its counts to the controller, but its records are on disk.
+        A lower bound: workers may finish requests after the controller has stopped, and
+        requests reused from an earlier session write no record."""
+        from k3conformance.records import iter_records
+
+        stats = RequestStats()
+        for record in iter_records(self.run_dir, "response"):
+            if record.get("finished_at", "") < self.started_at:
+                continue
+            stats.sent += 1
+            stats.attempts += int(record.get("attempts", 1))
+            stats.infra_errors += record.get("status") == "infra_error"
+            stats.api_errors += record.get("status") == "api_error"
+        self.stats = stats
+
     def final_status(self, exit_status: int, stopped_early: bool) -> str:
         if exit_status == pytest.ExitCode.INTERRUPTED:
             return STATUS_INTERRUPTED

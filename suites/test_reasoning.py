@@ -69,7 +69,7 @@ async def _multi_turn(exchange: Exchange) -> None:
         return
     # K3's chat template keeps earlier thinking when preserve_thinking is on: the
     # server must accept the assistant turn with its reasoning.
-    history = [first_question, {"role": "assistant", "content": first.content, "reasoning_content": first.reasoning}]
+    history = [first_question, first.as_history_message()]
     follow_up = [*history, {"role": "user", "content": MULTI_TURN["follow_up"]}]
     for mode in MODES:
         await exchange.send(mode, {"messages": follow_up, "stream": mode == "stream"})

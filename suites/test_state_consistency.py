@@ -58,7 +58,7 @@ async def _item(exchange: Exchange, index: int, mode: str) -> None:
     if isinstance(first, Completion):
         continued = [
             *single(first_copy),
-            {"role": "assistant", "content": first.content, "reasoning_content": first.reasoning},
+            first.as_history_message(),
             {"role": "user", "content": _question(following)},
         ]
     sends = [
