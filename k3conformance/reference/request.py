@@ -112,6 +112,11 @@ def _messages(raw: Any, faults: frozenset[str]) -> tuple[Mapping[str, Any], ...]
                 f"messages[{index}] carries reasoning from an earlier turn, which this server does not accept",
                 f"messages[{index}]",
             )
+        for field in ("reasoning_content", "reasoning"):
+            if field in message and not isinstance(message[field], str):
+                # llama.cpp's server fails such a turn with HTTP 500 ("type must be string, but
+                # is null"); the reference refuses it cleanly, so a suite that sends one shows.
+                raise _bad(f"messages[{index}].{field} must be a string", f"messages[{index}].{field}")
         calls = message.get("tool_calls")
         if calls is not None and not (isinstance(calls, list) and all(isinstance(call, dict) for call in calls)):
             raise _bad(f"messages[{index}].tool_calls must be a list of objects", f"messages[{index}].tool_calls")
