@@ -126,7 +126,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     state = _state(config)
     lines = header_lines(state.settings, state.shape, state.run_dir, state.endpoint, state.resumed)
     if state.endpoint is not None:
-        lines += [f"k3conformance: WARNING {line}" for line in state.shape_settings()["contradictions"]]
+        shape = state.shape_settings()
+        if shape["described"]:
+            origin = "the server's arguments" if shape["source"] == "server" else "the shape registry"
+            lines.append(f"k3conformance: deployment settings {shape['described']} (from {origin})")
+        lines += [f"k3conformance: WARNING {line}" for line in shape["contradictions"]]
     if state.baseline is not None:
         lines.append(f"k3conformance: gating against the baseline {state.baseline.label} ({state.settings.gate} mode)")
     return lines

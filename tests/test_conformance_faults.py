@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from run_files import REPO
+from run_files import CONFORMANCE_SUITES, REPO
 
 # profile -> (the check it exists to trip, the layer that check must name)
 TARGETS: dict[str, tuple[str, str]] = {
@@ -259,22 +259,11 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
 EXTRA_ARGUMENTS = {"reasoning-field-vllm": ["--k3-strict-reasoning-field"]}
 
 
-# The conformance suites; the accuracy suites measure rather than check, and
-# tests/test_eval_suites.py shows their one check (an answer that can be scored) failing.
-CONFORMANCE_SUITES = (
-    "conftest.py",
-    "test_smoke.py",
-    "test_reasoning.py",
-    "test_tool_calls.py",
-    "test_structured_output.py",
-    "test_request_validation.py",
-    "test_state_consistency.py",
-)
 
 
 @pytest.fixture
 def suites_project(pytester: pytest.Pytester) -> pytest.Pytester:
-    for name in CONFORMANCE_SUITES:
+    for name in ("conftest.py", *CONFORMANCE_SUITES):
         shutil.copy(REPO / "suites" / name, pytester.path / name)
     return pytester
 

@@ -31,20 +31,12 @@ import llamacpp_server
 import pytest
 from aiohttp import web
 from llamacpp_server import MODEL_ALIAS, PARALLEL_SLOTS, require_model, running_llamacpp
-from run_files import REPO, only_run, summary_of
+from run_files import CONFORMANCE_SUITES, REPO, only_run, summary_of
 
 from k3conformance.endpoint import REDACTED, fetch_server_info
 from k3conformance.records import iter_records
 from k3conformance.report import describe_server
 
-CONFORMANCE_SUITES = (
-    "test_smoke.py",
-    "test_reasoning.py",
-    "test_tool_calls.py",
-    "test_structured_output.py",
-    "test_request_validation.py",
-    "test_state_consistency.py",
-)
 # One authored tool-call item of each kind the checks are parametrized over (simple,
 # parallel, named, schema edge case, irrelevance, round trip) and one BFCL item with a
 # call and one without: every check runs, within what two cores decode in minutes.
