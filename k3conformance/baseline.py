@@ -44,12 +44,13 @@ class StoredRun:
         return {item: ItemTotals(int(entry["samples"]), float(entry["correct"])) for item, entry in scores.items()}
 
     def event_count(self, suite: str, event: str) -> tuple[int, int] | None:
-        """(samples with the event, samples) over the suite's items; None when the run did
-        not record the event (a summary written before it was measured)."""
+        """(items with the event in at least one sample, items); None when the run did not
+        record the event (a summary written before it was measured). Items, not samples:
+        the samples of one item are not independent, and Fisher's test needs units that are."""
         scores: Mapping[str, Mapping[str, Any]] = self.suites.get(suite, {}).get("scores") or {}
         if not scores or any(event not in entry for entry in scores.values()):
             return None
-        return sum(int(entry[event]) for entry in scores.values()), sum(int(entry["samples"]) for entry in scores.values())
+        return sum(int(entry[event]) > 0 for entry in scores.values()), len(scores)
 
     def scored_suites(self) -> set[str]:
         return {name for name, suite in self.suites.items() if suite.get("scores")}

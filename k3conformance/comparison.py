@@ -206,13 +206,14 @@ def _z(probability: float) -> float:
 
 @dataclass(frozen=True)
 class RateComparison:
-    """How often something bad happens (looping, truncation), candidate against baseline."""
+    """How often something bad happens (looping, truncation), candidate against baseline:
+    items where it happened in at least one sample, out of the items."""
 
     name: str
     baseline_events: int
-    baseline_samples: int
+    baseline_items: int
     candidate_events: int
-    candidate_samples: int
+    candidate_items: int
     # One-sided Fisher exact p-value that the candidate's rate is higher.
     p_value: float
     floor: float
@@ -221,11 +222,11 @@ class RateComparison:
 
     @property
     def baseline_rate(self) -> float:
-        return self.baseline_events / self.baseline_samples if self.baseline_samples else 0.0
+        return self.baseline_events / self.baseline_items if self.baseline_items else 0.0
 
     @property
     def candidate_rate(self) -> float:
-        return self.candidate_events / self.candidate_samples if self.candidate_samples else 0.0
+        return self.candidate_events / self.candidate_items if self.candidate_items else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "baseline_rate": self.baseline_rate, "candidate_rate": self.candidate_rate}
@@ -243,16 +244,16 @@ def compare_rates(
     and above the absolute floor: a significant rise from 0.1% to 0.3% is not a regression
     anyone should stop a release for. PASS otherwise: a rate that did not rise significantly
     and stays under the floor, or any rate that is not higher than the baseline's."""
-    base_events, base_samples = baseline
-    cand_events, cand_samples = candidate
-    table = [[cand_events, cand_samples - cand_events], [base_events, base_samples - base_events]]
-    p_value = float(stats.fisher_exact(table, alternative="greater").pvalue) if base_samples and cand_samples else 1.0
-    rate = cand_events / cand_samples if cand_samples else 0.0
+    base_events, base_items = baseline
+    cand_events, cand_items = candidate
+    table = [[cand_events, cand_items - cand_events], [base_events, base_items - base_events]]
+    p_value = float(stats.fisher_exact(table, alternative="greater").pvalue) if base_items and cand_items else 1.0
+    rate = cand_events / cand_items if cand_items else 0.0
     if p_value <= alpha and rate > floor:
         verdict: Verdict = FAIL
-    elif rate > floor and base_samples and rate > base_events / base_samples:
+    elif rate > floor and base_items and rate > base_events / base_items:
         # Above the floor and higher than the baseline, but not significantly: say so.
         verdict = INCONCLUSIVE
     else:
         verdict = PASS
-    return RateComparison(name, base_events, base_samples, cand_events, cand_samples, p_value, floor, alpha, verdict)
+    return RateComparison(name, base_events, base_items, cand_events, cand_items, p_value, floor, alpha, verdict)

@@ -200,17 +200,9 @@ def _compare_suite(
         findings.append((INCOMPLETE, f"{suite}: the runs share no scored item"))
         return
     result.accuracy[suite] = comparison
-    if comparison.verdict == FAIL:
-        findings.append((FAIL, f"{suite}: accuracy {_points(comparison.difference)} beyond the {_points(comparison.margin, sign=False)} margin (p = {comparison.p_value:.2g})"))
-    elif comparison.verdict == INCONCLUSIVE:
-        findings.append(
-            (
-                INCONCLUSIVE,
-                f"{suite}: accuracy {_points(comparison.difference)} [{_points(comparison.lower)}, "
-                f"{_points(comparison.upper)}]; drops under {_points(comparison.min_detectable_drop, sign=False)} "
-                f"cannot be detected with {comparison.items} items; {comparison.to_decide}",
-            )
-        )
+    finding = _accuracy_finding(suite, comparison)
+    if finding is not None:
+        findings.append(finding)
     if comparison.baseline_only or comparison.candidate_only:
         result.notes.append(
             f"{suite}: compared on the {comparison.items} items both runs scored ({comparison.baseline_only} only in "
@@ -219,22 +211,38 @@ def _compare_suite(
     for name, event in RATE_EVENTS.items():
         before, after = baseline.event_count(suite, event), candidate.event_count(suite, event)
         if before is None or after is None:
-            result.notes.append(f"{suite}: {name} was not recorded in {'the baseline' if before is None else 'the candidate'}; not compared")
+            missing_in = "the baseline" if before is None else "the candidate"
+            result.notes.append(f"{suite}: {name} was not recorded in {missing_in}; not compared")
             continue
         rate = compare_rates(name, before, after, floor=settings.floor_of(name), alpha=settings.alpha)
         result.rates.setdefault(suite, {})[name] = rate
-        if rate.verdict == FAIL:
-            findings.append(
-                (FAIL, f"{suite}: {name} rate {rate.baseline_rate:.1%} → {rate.candidate_rate:.1%} (p = {rate.p_value:.2g})")
-            )
-        elif rate.verdict == INCONCLUSIVE:
-            findings.append(
-                (
-                    INCONCLUSIVE,
-                    f"{suite}: {name} rate {rate.baseline_rate:.1%} → {rate.candidate_rate:.1%}, above the "
-                    f"{rate.floor:.0%} floor but not significantly higher (p = {rate.p_value:.2g})",
-                )
-            )
+        finding = _rate_finding(suite, rate)
+        if finding is not None:
+            findings.append(finding)
+
+
+def _accuracy_finding(suite: str, comparison: ScoreComparison) -> tuple[str, str] | None:
+    change = _points(comparison.difference)
+    if comparison.verdict == FAIL:
+        margin = _points(comparison.margin, sign=False)
+        return FAIL, f"{suite}: accuracy {change} beyond the {margin} margin (p = {comparison.p_value:.2g})"
+    if comparison.verdict == INCONCLUSIVE:
+        interval = f"[{_points(comparison.lower)}, {_points(comparison.upper)}]"
+        detectable = _points(comparison.min_detectable_drop, sign=False)
+        return INCONCLUSIVE, (
+            f"{suite}: accuracy {change} {interval}; drops under {detectable} cannot be detected with "
+            f"{comparison.items} items; {comparison.to_decide}"
+        )
+    return None
+
+
+def _rate_finding(suite: str, rate: RateComparison) -> tuple[str, str] | None:
+    change = f"{suite}: {rate.name} rate {rate.baseline_rate:.1%} → {rate.candidate_rate:.1%}"
+    if rate.verdict == FAIL:
+        return FAIL, f"{change} (p = {rate.p_value:.2g})"
+    if rate.verdict == INCONCLUSIVE:
+        return INCONCLUSIVE, f"{change}, above the {rate.floor:.0%} floor but not significantly higher (p = {rate.p_value:.2g})"
+    return None
 
 
 def _conformance_suites(baseline: StoredRun, candidate: StoredRun) -> set[str]:

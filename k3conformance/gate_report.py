@@ -57,8 +57,8 @@ def _rate_rows(result: GateResult) -> list[list[str]]:
                 [
                     suite,
                     name,
-                    f"{rate.baseline_events}/{rate.baseline_samples} ({_pct(rate.baseline_rate)})",
-                    f"{rate.candidate_events}/{rate.candidate_samples} ({_pct(rate.candidate_rate)})",
+                    f"{rate.baseline_events}/{rate.baseline_items} ({_pct(rate.baseline_rate)})",
+                    f"{rate.candidate_events}/{rate.candidate_items} ({_pct(rate.candidate_rate)})",
                     f"{rate.p_value:.2g}",
                     _pct(rate.floor),
                     rate.verdict,
@@ -81,7 +81,7 @@ def _sections(result: GateResult, table_format: str) -> list[tuple[str, list[str
     rates = _rate_rows(result)
     if rates:
         table = tabulate(rates, headers=_RATE_HEADERS, tablefmt=table_format)
-        blocks.append(("Looping and truncation (one-sided Fisher exact test, share of samples)", table.splitlines()))
+        blocks.append(("Looping and truncation (one-sided Fisher exact test; items with it in any sample)", table.splitlines()))
     if result.regressions:
         lines = [
             f"- {r.suite}/{r.check}: passed {r.baseline_passed}× on the baseline, failed {r.candidate_failed}× on the candidate"
@@ -121,8 +121,10 @@ def markdown_report(result: GateResult, *summaries: Mapping[str, Any]) -> str:
     lines = [
         f"## k3conformance gate: **{result.verdict}**",
         "",
-        f"Candidate `{result.candidate}` against the baseline `{result.baseline}`, {result.settings.mode} mode, "
-        f"one-sided α = {result.settings.alpha}.",
+        (
+            f"Candidate `{result.candidate}` against the baseline `{result.baseline}`, {result.settings.mode} mode, "
+            f"one-sided α = {result.settings.alpha}."
+        ),
         "",
     ]
     if _simulated(result, summaries):
