@@ -70,11 +70,14 @@ class Completion:
 
     def as_history_message(self) -> dict[str, Any]:
         """This answer as an assistant turn of a later request, with its reasoning (K3's chat
-        template keeps earlier thinking when preserve_thinking is on). A missing reasoning is
-        left out, not sent as null: llama.cpp's server answers a null with HTTP 500."""
+        template keeps earlier thinking when preserve_thinking is on) and its tool calls. A
+        missing reasoning is left out, not sent as null: llama.cpp's server answers a null
+        with HTTP 500, and the reference deployment with a 400."""
         message: dict[str, Any] = {"role": "assistant", "content": self.content}
         if self.reasoning is not None:
             message["reasoning_content"] = self.reasoning
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls
         return message
 
     @classmethod

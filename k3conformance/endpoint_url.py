@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 REFERENCE = "reference"
 DEFAULT_REFERENCE_PROFILE = "tp8"
@@ -26,9 +26,14 @@ def strip_credentials(url: str) -> str:
     parts = urlsplit(url)
     if parts.hostname is None:
         return url
+    return urlunsplit((parts.scheme, _host_and_port(parts), parts.path, "", ""))
+
+
+def _host_and_port(parts: SplitResult) -> str:
+    """The network location without user:password."""
+    assert parts.hostname is not None
     host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    return f"{host}:{parts.port}" if parts.port else host
 
 
 def split_credentials(url: str) -> tuple[str, dict[str, str]]:
@@ -39,11 +44,9 @@ def split_credentials(url: str) -> tuple[str, dict[str, str]]:
     parts = urlsplit(url)
     if parts.hostname is None or (parts.username is None and parts.password is None):
         return url, {}
-    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    netloc = f"{host}:{parts.port}" if parts.port else host
     pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
     header = {"Authorization": f"Basic {base64.b64encode(pair.encode()).decode()}"}
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)), header
+    return urlunsplit((parts.scheme, _host_and_port(parts), parts.path, parts.query, parts.fragment)), header
 
 
 def server_root(base_url: str) -> str:

@@ -89,7 +89,7 @@ async def _round_trip_turns(exchange: Exchange, item: Mapping[str, Any], mode: s
             return
         messages = [
             *messages,
-            {"role": "assistant", "content": outcome.content, "reasoning_content": outcome.reasoning, "tool_calls": outcome.tool_calls},
+            outcome.as_history_message(),
             *({"role": "tool", "tool_call_id": call["id"], "content": item["tool_result"]} for call in outcome.tool_calls),
         ]
 
