@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from k3conformance.comparison import ItemTotals
-from k3conformance.records import STATUS_COMPLETE, SUMMARY_FILE, read_summary
+from k3conformance.records import STATUS_COMPLETE, SUMMARY_FILE, newest_run
 
 
 class BaselineError(Exception):
@@ -90,15 +90,19 @@ def load_run(reference: str, results_dir: Path, *, require_complete: bool = True
 
 
 def _latest(shape_dir: Path, require_complete: bool) -> StoredRun:
-    runs = sorted((p for p in shape_dir.iterdir() if (p / SUMMARY_FILE).is_file()), reverse=True)
-    for run_dir in runs:
-        summary = read_summary(run_dir)
-        if summary is not None and (summary.get("status") == STATUS_COMPLETE or not require_complete):
-            return _checked(summary, run_dir / SUMMARY_FILE)
-    raise BaselineError(
-        f"no complete run under {shape_dir} ({len(runs)} unfinished or unreadable): a baseline must be a complete "
-        "run; finish one with --k3-resume or name a run folder"
-    )
+    def wanted(summary: dict[str, Any] | None) -> bool:
+        return summary is not None and (summary.get("status") == STATUS_COMPLETE or not require_complete)
+
+    found = newest_run(shape_dir, wanted)
+    if found is None:
+        runs = sum(1 for path in shape_dir.iterdir() if path.is_dir())
+        raise BaselineError(
+            f"no complete run under {shape_dir} ({runs} unfinished or unreadable): a baseline must be a complete "
+            "run; finish one with --k3-resume or name a run folder"
+        )
+    run_dir, summary = found
+    assert summary is not None
+    return _checked(summary, run_dir / SUMMARY_FILE)
 
 
 def _load_summary(path: Path, *, require_complete: bool) -> StoredRun:

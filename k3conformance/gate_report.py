@@ -102,7 +102,7 @@ def _sections(result: GateResult, table_format: str) -> list[tuple[str, list[str
     return blocks
 
 
-def _simulated(result: GateResult, summaries: tuple[Mapping[str, Any], ...]) -> bool:
+def _simulated(summaries: tuple[Mapping[str, Any], ...]) -> bool:
     return any(summary.get("simulator") for summary in summaries)
 
 
@@ -112,7 +112,7 @@ def text_report(result: GateResult, *summaries: Mapping[str, Any]) -> list[str]:
     for title, block in _sections(result, "simple"):
         lines += ["", f"{title}:", *block]
     lines += ["", READING]
-    if _simulated(result, summaries):
+    if _simulated(summaries):
         lines.append(SIMULATOR_NOTE)
     return lines
 
@@ -127,7 +127,7 @@ def markdown_report(result: GateResult, *summaries: Mapping[str, Any]) -> str:
         ),
         "",
     ]
-    if _simulated(result, summaries):
+    if _simulated(summaries):
         lines += [f"> {SIMULATOR_NOTE}", ""]
     lines += [f"- {reason}" for reason in result.reasons] or ["- every comparison passed"]
     for title, block in _sections(result, "github"):
@@ -147,7 +147,7 @@ def write_reports(result: GateResult, run_dir: Path, *summaries: Mapping[str, An
     if step_summary:
         with open(step_summary, "a", encoding="utf-8") as handle:
             handle.write(markdown + "\n")
-    chart = write_chart(result, run_dir / GATE_CHART, simulated=_simulated(result, summaries))
+    chart = write_chart(result, run_dir / GATE_CHART, simulated=_simulated(summaries))
     if chart is not None:
         written.append(chart)
     return written

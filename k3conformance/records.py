@@ -12,7 +12,7 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -64,16 +64,25 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def latest_incomplete_run(shape_dir: Path) -> Path | None:
-    """The newest run of a shape that did not finish complete (no summary counts as
-    unfinished: the process was killed before writing one)."""
+def newest_run(
+    shape_dir: Path, wanted: Callable[[dict[str, Any] | None], bool]
+) -> tuple[Path, dict[str, Any] | None] | None:
+    """The newest run folder of a shape whose summary (None when it has none or it cannot
+    be read) is `wanted`, with that summary."""
     if not shape_dir.is_dir():
         return None
     for run_dir in sorted((p for p in shape_dir.iterdir() if p.is_dir()), reverse=True):
         summary = read_summary(run_dir)
-        if summary is None or summary.get("status") != STATUS_COMPLETE:
-            return run_dir
+        if wanted(summary):
+            return run_dir, summary
     return None
+
+
+def latest_incomplete_run(shape_dir: Path) -> Path | None:
+    """The newest run of a shape that did not finish complete (no summary counts as
+    unfinished: the process was killed before writing one)."""
+    found = newest_run(shape_dir, lambda summary: summary is None or summary.get("status") != STATUS_COMPLETE)
+    return found[0] if found else None
 
 
 def iter_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
