@@ -4,7 +4,7 @@
     python benchmarks/bench_math_scoring.py --answers 20000
 
 Scenarios:
-  * import: `import math_verify` and `import k3conformance.math_scoring` in fresh
+  * import: `import math_verify` and `import k3conformance.scoring.math_answers` in fresh
     interpreters (the latter defers math-verify to the first answer that needs it);
   * fixture, cached: the math fixture's replies and wrong replies repeated to N, as a run
     with many samples per problem scores them (the verdict cache answers repeats);
@@ -27,9 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from k3conformance import math_scoring
-from k3conformance.fixtures import load_fixture
-from k3conformance.math_scoring import score_math
+from k3conformance.scoring import math_answers as math_scoring
+from k3conformance.datasets.bundled import load_fixture
+from k3conformance.scoring.math_answers import score_math
 
 Pair = tuple[str, str]
 
@@ -84,7 +84,7 @@ def main() -> None:
     args = parser.parse_args()
 
     print(f"import math_verify (fresh interpreter, best of 3): {import_seconds('math_verify'):.2f} s")
-    print(f"import k3conformance.math_scoring (fresh interpreter, best of 3): {import_seconds('k3conformance.math_scoring'):.3f} s")
+    print(f"import k3conformance.scoring.math_answers (fresh interpreter, best of 3): {import_seconds('k3conformance.scoring.math_answers'):.3f} s")
     module = math_scoring._math_verify()
     version = getattr(module, "__version__", None) or _distribution_version("math-verify")
     print(f"math-verify {version}, main thread, signal timeouts: {math_scoring.signal_timeouts_usable()}")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from k3conformance.repetition import detect
+from k3conformance.scoring.repetition import detect
 
 MB = 1_000_000
 _WORDS = ("the", "kernel", "routes", "each", "token", "to", "eight", "experts", "and", "the", "server", "streams",

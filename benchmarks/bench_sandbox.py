@@ -24,8 +24,8 @@ from typing import Any
 
 from tabulate import tabulate
 
-from k3conformance.code_scoring import humaneval_program
-from k3conformance.sandbox import (
+from k3conformance.scoring.code_solutions import humaneval_program
+from k3conformance.scoring.sandbox import (
     BACKENDS,
     ExecutionResult,
     SandboxPool,

@@ -24,7 +24,7 @@ import openai
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from k3conformance.options import OPTIONS, Effort, Settings
-from k3conformance.request_body import build_body
+from k3conformance.probes.request_body import build_body
 
 PROMPT = "Benchmark request {index}: say something short."
 

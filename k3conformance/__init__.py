@@ -10,13 +10,13 @@ __version__ = "0.1.0"
 # Public names, imported on first use so that loading the plugin (or the reference
 # server) does not pay for the HTTP client stack.
 _EXPORTS = {
-    "ApiRejection": "k3conformance.probes",
-    "InfrastructureError": "k3conformance.probes",
-    "Probe": "k3conformance.probes",
-    "ProbeResult": "k3conformance.probes",
-    "Completion": "k3conformance.completion",
-    "ErrorClass": "k3conformance.errors",
-    "RequestError": "k3conformance.errors",
+    "ApiRejection": "k3conformance.probes.probe",
+    "InfrastructureError": "k3conformance.probes.probe",
+    "Probe": "k3conformance.probes.probe",
+    "ProbeResult": "k3conformance.probes.probe",
+    "Completion": "k3conformance.endpoint.completion",
+    "ErrorClass": "k3conformance.endpoint.errors",
+    "RequestError": "k3conformance.endpoint.errors",
 }
 
 __all__ = [*_EXPORTS, "__version__"]

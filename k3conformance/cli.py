@@ -100,9 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _compare(arguments: argparse.Namespace) -> int:
-    from k3conformance.baseline import BaselineError, load_run
-    from k3conformance.gate import gate, settings_for
-    from k3conformance.gate_report import json_report, markdown_report, text_report, write_reports
+    from k3conformance.runs.stored import BaselineError, load_run
+    from k3conformance.gate.decision import gate, settings_for
+    from k3conformance.gate.report import json_report, markdown_report, text_report, write_reports
 
     try:
         baseline = load_run(arguments.baseline, arguments.results_dir)

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from k3conformance.endpoint_url import REFERENCE, parse_reference_profile, strip_credentials
+from k3conformance.endpoint.url import REFERENCE, parse_reference_profile, strip_credentials
 
 T = TypeVar("T")
 
@@ -130,7 +130,7 @@ def positive_int_list(text: str) -> tuple[int, ...]:
 def dataset_specs(text: str) -> tuple[str, ...]:
     """Comma-separated dataset specs (`fixture:NAME`, `hub:NAME[:CONFIG][@SPLIT]`, `file:PATH`,
     and `humaneval` for coding), each checked for form here and for presence before the run."""
-    from k3conformance.datasets_source import parse_dataset_spec
+    from k3conformance.datasets.sources import parse_dataset_spec
 
     specs = tuple(part.strip() for part in text.split(",") if part.strip())
     if not specs:

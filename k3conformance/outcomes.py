@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from k3conformance.evaluation import ItemScore, summarize
-from k3conformance.probes import InfrastructureError, Probe
+from k3conformance.scoring.item_score import ItemScore, summarize
+from k3conformance.probes.probe import InfrastructureError, Probe
 
 USER_PROPERTY = "k3conformance"
 METRICS_KEY = pytest.StashKey[dict[str, float]]()

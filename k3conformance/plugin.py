@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from k3conformance.endpoint_info import ResolvedEndpoint
-from k3conformance.evaluation import ItemScore
+from k3conformance.endpoint.resolved import ResolvedEndpoint
+from k3conformance.scoring.item_score import ItemScore
 from k3conformance.options import Settings, add_options, check_separate_path_values, resolve_settings
 from k3conformance.outcomes import METRICS_KEY, SCORE_KEY, USER_PROPERTY, classify, probe_of, tally_report
-from k3conformance.probes import InfrastructureError, Probe, ProbeResult
-from k3conformance.records import STATUS_COMPLETE, STATUS_RUNNING, utc_now
-from k3conformance.report import (
+from k3conformance.probes.probe import InfrastructureError, Probe, ProbeResult
+from k3conformance.runs.records import STATUS_COMPLETE, STATUS_RUNNING, utc_now
+from k3conformance.terminal import (
     SIMULATOR_NOTICE,
     accuracy_table,
     check_table,
@@ -26,8 +26,8 @@ from k3conformance.session import STASH_KEY, WORKEROUTPUT_KEY, RunState
 from k3conformance.signals import interrupt_on_sigterm, restore_sigterm
 
 if TYPE_CHECKING:
-    from k3conformance.baseline import StoredRun
-    from k3conformance.gate import GateResult
+    from k3conformance.runs.stored import StoredRun
+    from k3conformance.gate.decision import GateResult
 
 # A conftest that sets this marks its directory as k3conformance suites: the endpoint
 # is then resolved and checked before anything runs, and shown in the header.
@@ -49,13 +49,13 @@ def pytest_configure(config: pytest.Config) -> None:
         state.baseline = _load_baseline(state.settings)
     config.pluginmanager.register(RunHooks(state), "k3conformance-run")
     if config.pluginmanager.hasplugin("xdist") and state.role != "worker":
-        from k3conformance.xdist_hooks import XdistHooks
+        from k3conformance.workers.hooks import XdistHooks
 
         config.pluginmanager.register(XdistHooks(state, config), "k3conformance-xdist")
 
 
 def _load_baseline(settings: Settings) -> StoredRun:
-    from k3conformance.baseline import BaselineError, load_run
+    from k3conformance.runs.stored import BaselineError, load_run
 
     try:
         return load_run(settings.baseline or "", settings.results_dir)
@@ -105,7 +105,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def _check_datasets(settings: Settings) -> dict[str, dict[str, str]]:
-    from k3conformance.eval_datasets import DatasetUnavailable, check_datasets
+    from k3conformance.datasets.suite_items import DatasetUnavailable, check_datasets
 
     try:
         return check_datasets(settings)
@@ -114,7 +114,7 @@ def _check_datasets(settings: Settings) -> dict[str, dict[str, str]]:
 
 
 def _check_baseline_datasets(baseline: StoredRun, sources: dict[str, dict[str, str]]) -> None:
-    from k3conformance.baseline import BaselineError, check_same_datasets
+    from k3conformance.runs.stored import BaselineError, check_same_datasets
 
     try:
         check_same_datasets(baseline, sources)
@@ -165,7 +165,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # tryfirst: before xdist's worker reports its collection to the scheduler.
     state = _state(session.config)
     if state.role == "worker" and state.share_known and state.groups_file is not None:
-        from k3conformance.xdist_share import probe_groups, write_probe_groups
+        from k3conformance.workers.scheduling import probe_groups, write_probe_groups
 
         write_probe_groups(state.groups_file, probe_groups(session.items))
 
@@ -183,7 +183,7 @@ def _plan_requests(session: pytest.Session, state: RunState) -> None:
         return
     runner = state.ensure_runner()
     if state.role == "worker":
-        from k3conformance.xdist_share import share_of
+        from k3conformance.workers.scheduling import share_of
 
         workerinput: dict[str, Any] = session.config.workerinput  # type: ignore[attr-defined]
         mine = share_of(session.items, workerinput) if state.share_known else []
@@ -264,9 +264,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def _run_gate(state: RunState, summary: dict[str, Any]) -> GateResult:
-    from k3conformance.baseline import StoredRun
-    from k3conformance.gate import gate, settings_for
-    from k3conformance.gate_report import write_reports
+    from k3conformance.runs.stored import StoredRun
+    from k3conformance.gate.decision import gate, settings_for
+    from k3conformance.gate.report import write_reports
 
     assert state.baseline is not None
     result = gate(state.baseline, StoredRun(summary, state.run_dir), settings_for(state.settings))
@@ -344,7 +344,7 @@ class RunHooks:
             write(f"NOTE: {SIMULATOR_NOTICE}", yellow=True)
 
     def _write_gate(self, terminalreporter: Any, result: GateResult) -> None:
-        from k3conformance.gate_report import text_report
+        from k3conformance.gate.report import text_report
 
         terminalreporter.section("k3conformance gate")
         colour = {"red": True} if result.fails() else {"yellow": True} if result.verdict != "PASS" else {"green": True}

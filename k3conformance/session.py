@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import pytest
 
 from k3conformance import __version__
-from k3conformance.endpoint_info import ResolvedEndpoint
-from k3conformance.endpoint_url import is_reference, parse_reference_profile
+from k3conformance.endpoint.resolved import ResolvedEndpoint
+from k3conformance.endpoint.url import is_reference, parse_reference_profile
 from k3conformance.options import Settings
 from k3conformance.outcomes import SuiteTally
-from k3conformance.records import (
+from k3conformance.runs.records import (
     STATUS_COMPLETE,
     STATUS_INCOMPLETE,
     STATUS_INTERRUPTED,
@@ -35,13 +35,13 @@ from k3conformance.records import (
     utc_now,
     write_json_atomic,
 )
-from k3conformance.stats import RequestStats
+from k3conformance.probes.counters import RequestStats
 
 if TYPE_CHECKING:
-    from k3conformance.baseline import StoredRun
-    from k3conformance.endpoint import ReferenceProcess
-    from k3conformance.gate import GateResult
-    from k3conformance.runner import BackgroundLoop, Runner
+    from k3conformance.runs.stored import StoredRun
+    from k3conformance.endpoint.preflight import ReferenceProcess
+    from k3conformance.gate.decision import GateResult
+    from k3conformance.probes.runner import BackgroundLoop, Runner
 
 Role = Literal["single", "controller", "worker"]
 STASH_KEY = pytest.StashKey["RunState"]()
@@ -142,7 +142,7 @@ class RunState:
 
     def ensure_endpoint(self) -> ResolvedEndpoint:
         # The HTTP stack is imported only by sessions that talk to an endpoint.
-        from k3conformance.endpoint import EndpointError, start_endpoint
+        from k3conformance.endpoint.preflight import EndpointError, start_endpoint
 
         if self.endpoint is None:
             try:
@@ -164,14 +164,14 @@ class RunState:
             ) from None
 
     def _loop(self) -> BackgroundLoop:
-        from k3conformance.runner import BackgroundLoop
+        from k3conformance.probes.runner import BackgroundLoop
 
         if self.loop is None:
             self.loop = BackgroundLoop()
         return self.loop
 
     def ensure_runner(self) -> Runner:
-        from k3conformance.runner import Runner
+        from k3conformance.probes.runner import Runner
 
         if self.runner is None:
             endpoint = self.ensure_endpoint()
@@ -227,7 +227,7 @@ class RunState:
         worker never reports its counts to the controller, but its records are on disk.
         A lower bound: workers may finish requests after the controller has stopped, and
         requests reused from an earlier session write no record."""
-        from k3conformance.records import iter_records
+        from k3conformance.runs.records import iter_records
 
         stats = RequestStats()
         for record in iter_records(self.run_dir, "response"):
@@ -250,7 +250,7 @@ class RunState:
     def shape_settings(self) -> dict[str, Any]:
         """The deployment's defining settings, from the server's own arguments when it
         reports them, else from a registry --k3-shape; and any contradiction between the two."""
-        from k3conformance.shapes import contradictions, describe, run_shape_settings
+        from k3conformance.endpoint.shapes import contradictions, describe, run_shape_settings
 
         info = self.endpoint.server_info if self.endpoint else None
         settings, source = run_shape_settings(self.settings.shape, info)

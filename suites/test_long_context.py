@@ -5,7 +5,7 @@ fixed seed, so a baseline and a candidate see the same text.
 
 An accuracy suite: a wrong value is a data point for the comparison with a baseline, not
 a failed test; a test fails only when its answer cannot be scored. Logic:
-`k3conformance/long_prompts.py`, `k3conformance/evaluation.py`.
+`k3conformance/datasets/long_prompts.py`, `k3conformance/scoring/item_score.py`.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import re
 import pytest
 
 from k3conformance import Probe, ProbeResult
-from k3conformance.evaluation import ItemScore
-from k3conformance.long_prompts import needle_haystack, retrieval_question
+from k3conformance.scoring.item_score import ItemScore
+from k3conformance.datasets.long_prompts import needle_haystack, retrieval_question
 from k3conformance.plugin import settings_of
-from k3conformance.reasoning_checks import check_answer_follows_reasoning
+from k3conformance.checks.reasoning import check_answer_follows_reasoning
 
 NEEDLES = 4
 PROMPTS_PER_LENGTH = 6

@@ -5,7 +5,7 @@ show up only in long outputs, and a truncated answer is recorded as truncated.
 
 An accuracy suite: a wrong answer is a data point for the comparison with a baseline, not
 a failed test; a test fails only when its answer cannot be scored (a parser or API fault).
-Logic: `k3conformance/math_scoring.py`, `k3conformance/evaluation.py`.
+Logic: `k3conformance/scoring/math_answers.py`, `k3conformance/scoring/item_score.py`.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from k3conformance import Probe, ProbeResult
-from k3conformance.datasets_source import LoadedDataset
-from k3conformance.eval_datasets import load_math_items
-from k3conformance.evaluation import ItemScore
-from k3conformance.math_scoring import score_gsm8k, score_math
+from k3conformance.datasets.sources import LoadedDataset
+from k3conformance.datasets.suite_items import load_math_items
+from k3conformance.scoring.item_score import ItemScore
+from k3conformance.scoring.math_answers import score_gsm8k, score_math
 from k3conformance.plugin import settings_of
-from k3conformance.reasoning_checks import check_answer_follows_reasoning
+from k3conformance.checks.reasoning import check_answer_follows_reasoning
 
 SUITE = "math"
 MAX_TOKENS = 65536

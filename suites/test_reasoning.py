@@ -2,7 +2,7 @@
 
 Every check runs on a non-streaming and a streaming request (`mode`); streams are
 reassembled into the same shape, and what only a stream can get wrong is checked on
-its frames. Logic: `k3conformance/reasoning_checks.py`.
+its frames. Logic: `k3conformance/checks/reasoning.py`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from k3conformance import Completion, Probe, ProbeResult
-from k3conformance import reasoning_checks as checks
-from k3conformance.fixtures import load_fixture
+from k3conformance.checks import reasoning as checks
+from k3conformance.datasets.bundled import load_fixture
 from k3conformance.options import Settings
-from k3conformance.runner import Exchange
+from k3conformance.probes.runner import Exchange
 
 SUITE = "reasoning"
 MODES = ("plain", "stream")

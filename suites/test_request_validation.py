@@ -1,5 +1,5 @@
 """Request validation: invalid requests get HTTP 400 with an error body, not 500, not 200.
-Logic: `k3conformance/api_checks.py`."""
+Logic: `k3conformance/checks/api_surface.py`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from k3conformance import Probe, ProbeResult
-from k3conformance.api_checks import check_rejected_with_400
+from k3conformance.checks.api_surface import check_rejected_with_400
 
 SUITE = "request_validation"
 MODES = ("plain", "stream")

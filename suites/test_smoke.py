@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from k3conformance import Completion, Probe, ProbeResult
-from k3conformance.checks import check_stopped, expect
-from k3conformance.endpoint_info import ResolvedEndpoint
-from k3conformance.fixtures import load_fixture
+from k3conformance.checks.failures import check_stopped, expect
+from k3conformance.endpoint.resolved import ResolvedEndpoint
+from k3conformance.datasets.bundled import load_fixture
 
 SUITE = "smoke"
 # K3 thinks before every answer, at effort max for a while: leave it room.

@@ -1,6 +1,6 @@
 """K3 state and cache consistency: answers must not change when a long prefix is reused,
 whether the same prompt is asked again or a conversation continues a long history.
-Logic and the statistical test: `k3conformance/cache_checks.py`."""
+Logic and the statistical test: `k3conformance/checks/state_consistency.py`."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from k3conformance import Completion, Probe, ProbeResult
-from k3conformance.cache_checks import agreement, check_agreement, extracted_code
-from k3conformance.fixtures import load_fixture
-from k3conformance.long_prompts import long_document
-from k3conformance.runner import Exchange
+from k3conformance.checks.state_consistency import agreement, check_agreement, extracted_code
+from k3conformance.datasets.bundled import load_fixture
+from k3conformance.datasets.long_prompts import long_document
+from k3conformance.probes.runner import Exchange
 
 SUITE = "state_consistency"
 MODES = ("plain", "stream")

@@ -1,5 +1,5 @@
 """Structured output: `response_format` with a JSON schema is honoured. Logic:
-`k3conformance/api_checks.py`."""
+`k3conformance/checks/api_surface.py`."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from k3conformance import Probe, ProbeResult
-from k3conformance.api_checks import check_json_schema_content
-from k3conformance.fixtures import load_fixture
+from k3conformance.checks.api_surface import check_json_schema_content
+from k3conformance.datasets.bundled import load_fixture
 
 SUITE = "structured_output"
 MODES = ("plain", "stream")

@@ -1,6 +1,6 @@
 """Tool calls: what agents depend on, checked streamed and not, on authored cases
 (`fixtures/tool_calls.json`) and a BFCL subset (`fixtures/bfcl.json`). Logic:
-`k3conformance/tool_checks.py` and `k3conformance/tool_scoring.py`.
+`k3conformance/checks/tool_calls.py` and `k3conformance/scoring/tool_calls.py`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from k3conformance import Completion, Probe, ProbeResult
-from k3conformance import tool_checks as checks
-from k3conformance.fixtures import load_fixture
-from k3conformance.runner import Exchange
-from k3conformance.tool_scoring import match_ground_truth
+from k3conformance.checks import tool_calls as checks
+from k3conformance.datasets.bundled import load_fixture
+from k3conformance.probes.runner import Exchange
+from k3conformance.scoring.tool_calls import match_ground_truth
 
 SUITE = "tool_calls"
 MODES = ("plain", "stream")

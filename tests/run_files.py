@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from k3conformance.records import SUMMARY_FILE, iter_records
+from k3conformance.runs.records import SUMMARY_FILE, iter_records
 
 REPO = Path(__file__).resolve().parents[1]
 # The conformance suites; the accuracy suites measure rather than check, and

@@ -12,7 +12,7 @@ from k3conformance.reference.answer_key import AnswerKey, FixtureItem
 from k3conformance.reference.faults import LONG_OUTPUT_SUITES
 from k3conformance.reference.profiles import get_profile, profiles_of_kind
 from k3conformance.reference.simulator import Completion, Simulator
-from k3conformance.repetition import detect
+from k3conformance.scoring.repetition import detect
 
 MODEL = "kimi-k3-simulator"
 SEEDS = (1234, 1235)

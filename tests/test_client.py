@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from stub_server import MODEL, serve_stub
 
-from k3conformance.client import EndpointClient, RetryPolicy
-from k3conformance.completion import Completion
-from k3conformance.errors import ErrorClass, RequestError
+from k3conformance.endpoint.client import EndpointClient, RetryPolicy
+from k3conformance.endpoint.completion import Completion
+from k3conformance.endpoint.errors import ErrorClass, RequestError
 from k3conformance.reference.profiles import get_profile
 from k3conformance.reference.server import start_in_thread
 

@@ -1,4 +1,4 @@
-"""Code scoring (k3conformance.code_scoring): extracting code from answers, building the
+"""Code scoring (k3conformance.scoring.code_solutions): extracting code from answers, building the
 programs the sandbox runs, pass@k; and HumanEval's 164 canonical solutions through the
 sandbox, with broken variants that must fail."""
 
@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from k3conformance.code_scoring import (
+from k3conformance.scoring.code_solutions import (
     defines_function,
     extract_code,
     humaneval_program,
     pass_at_k,
 )
-from k3conformance.code_scoring import (
+from k3conformance.scoring.code_solutions import (
     tests_program as build_tests_program,  # not a test
 )
-from k3conformance.sandbox import ExecutionResult, SandboxPool, run_python
+from k3conformance.scoring.sandbox import ExecutionResult, SandboxPool, run_python
 
 # ---------------------------------------------------------------- extract_code
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from k3conformance.comparison import FAIL, INCONCLUSIVE, PASS, ItemTotals, compare_rates, compare_scores
+from k3conformance.gate.statistics import FAIL, INCONCLUSIVE, PASS, ItemTotals, compare_rates, compare_scores
 
 
 def binary_runs(pattern: list[tuple[int, int]]) -> tuple[dict[str, ItemTotals], dict[str, ItemTotals]]:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from k3conformance.datasets_source import (
+from k3conformance.datasets.sources import (
     GENERIC_FIELDS,
     GSM8K_FIELDS,
     MATH500_FIELDS,
@@ -31,7 +31,7 @@ from k3conformance.datasets_source import (
     load_dataset_items,
     parse_dataset_spec,
 )
-from k3conformance.fixtures import fixtures_dir, load_fixture
+from k3conformance.datasets.bundled import fixtures_dir, load_fixture
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -252,7 +252,7 @@ def test_offline_hub_dataset_fails_fast_with_one_message(tmp_path: Path) -> None
     }
     code = """
         import time
-        from k3conformance.datasets_source import DatasetUnavailable, load_dataset_items
+        from k3conformance.datasets.sources import DatasetUnavailable, load_dataset_items
         started = time.perf_counter()
         try:
             load_dataset_items("hub:openai/gsm8k:main@test")
@@ -299,7 +299,7 @@ def test_hub_revision_is_the_commit_in_the_cache_path() -> None:
 def test_fixture_specs_do_not_import_datasets() -> None:
     code = """
         import sys
-        from k3conformance.datasets_source import load_dataset_items, parse_dataset_spec
+        from k3conformance.datasets.sources import load_dataset_items, parse_dataset_spec
         parse_dataset_spec("hub:openai/gsm8k:main@test")
         load_dataset_items("fixture:math")
         print("datasets" in sys.modules)
@@ -323,7 +323,7 @@ def _fenced_code(reply: str) -> str:
 
 
 def _run_tests(code: str, tests: list[str]) -> subprocess.CompletedProcess[str]:
-    # Plain exec in a child process with a timeout: the real sandbox is k3conformance.sandbox.
+    # Plain exec in a child process with a timeout: the real sandbox is k3conformance.scoring.sandbox.
     program = code + "\n\n" + "\n\n".join(tests) + "\n"
     return subprocess.run(
         [sys.executable, "-I", "-c", "import sys; exec(compile(sys.stdin.read(), '<solution>', 'exec'), {'__name__': '__main__'})"],

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from k3conformance.baseline import StoredRun
-from k3conformance.gate import GateSettings, gate
-from k3conformance.gate_report import markdown_report, text_report
-from k3conformance.shapes import get_shape, server_args
+from k3conformance.runs.stored import StoredRun
+from k3conformance.gate.decision import GateSettings, gate
+from k3conformance.gate.report import markdown_report, text_report
+from k3conformance.endpoint.shapes import get_shape, server_args
 
 
 def summary(

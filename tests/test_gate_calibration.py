@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from k3conformance.comparison import FAIL, ItemTotals, compare_rates, compare_scores
+from k3conformance.gate.statistics import FAIL, ItemTotals, compare_rates, compare_scores
 
 COMPARISONS = 1000
 ITEMS = 113

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from run_files import REPO, only_run, responses_by_key, summary_of
 
-from k3conformance.records import SUMMARY_FILE, write_json_atomic
+from k3conformance.runs.records import SUMMARY_FILE, write_json_atomic
 from k3conformance.reference.profiles import get_profile
 from k3conformance.reference.server import RunningServer, start_in_thread
 

@@ -33,9 +33,9 @@ from aiohttp import web
 from llamacpp_server import MODEL_ALIAS, PARALLEL_SLOTS, require_model, running_llamacpp
 from run_files import CONFORMANCE_SUITES, REPO, only_run, summary_of
 
-from k3conformance.endpoint import REDACTED, fetch_server_info
-from k3conformance.records import iter_records
-from k3conformance.report import describe_server
+from k3conformance.endpoint.preflight import REDACTED, fetch_server_info
+from k3conformance.runs.records import iter_records
+from k3conformance.terminal import describe_server
 
 # One authored tool-call item of each kind the checks are parametrized over (simple,
 # parallel, named, schema edge case, irrelevance, round trip) and one BFCL item with a

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from k3conformance import math_scoring
-from k3conformance.fixtures import load_fixture
-from k3conformance.math_scoring import (
+from k3conformance.scoring import math_answers as math_scoring
+from k3conformance.datasets.bundled import load_fixture
+from k3conformance.scoring.math_answers import (
     MathScore,
     extract_boxed,
     gsm8k_flexible,

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from k3conformance.repetition import RepetitionConfig, RepetitionReport, detect, detect_output
+from k3conformance.scoring.repetition import RepetitionConfig, RepetitionReport, detect, detect_output
 
 _WORDS = (
     "the kernel routes each token to eight experts and the server streams the answer back "
@@ -258,7 +258,7 @@ def _longest_square_by_brute_force(text: str, max_length: int) -> int:
 @pytest.mark.parametrize("seed", range(8))
 def test_longest_adjacent_repeat_matches_brute_force(seed: int) -> None:
     """The pruned search (only lengths a square could have) finds what trying every length finds."""
-    from k3conformance.repetition import _longest_adjacent_repeat
+    from k3conformance.scoring.repetition import _longest_adjacent_repeat
 
     rng = random.Random(seed)
     pieces = ["a", "ab", "the", "x y", "中文", "  ", "|---|", "def f():\n    return 1\n", "foo", "bar.", "42"]

@@ -1,4 +1,4 @@
-"""The sandbox (k3conformance.sandbox) against hostile programs, on every backend this
+"""The sandbox (k3conformance.scoring.sandbox) against hostile programs, on every backend this
 machine can run: each program is contained, scored as a failure with a clear reason, and
 the test process carries on."""
 
@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from run_files import REPO
 
-from k3conformance import sandbox
-from k3conformance.sandbox import (
+from k3conformance.scoring import sandbox
+from k3conformance.scoring.sandbox import (
     BACKENDS,
     SandboxLimits,
     SandboxPool,

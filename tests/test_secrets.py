@@ -105,7 +105,7 @@ def test_credentials_in_the_endpoint_url_are_stripped_everywhere_under_xdist(
 
 
 def test_url_credentials_are_sent_as_basic_auth_not_in_the_url() -> None:
-    from k3conformance.endpoint_url import split_credentials
+    from k3conformance.endpoint.url import split_credentials
 
     plain, headers = split_credentials("http://al%40ice:p%3Ass@gpu-node:30000/v1")
     assert plain == "http://gpu-node:30000/v1"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from k3conformance.shapes import (
+from k3conformance.endpoint.shapes import (
     REQUIRED_SUITES,
     SHAPES,
     ShapeSettings,

@@ -1,4 +1,4 @@
-"""Tool-call scoring (k3conformance.tool_scoring) and the tool-call fixtures it scores against:
+"""Tool-call scoring (k3conformance.scoring.tool_calls) and the tool-call fixtures it scores against:
 fixtures/tool_calls.json (authored) and fixtures/bfcl.json (built from BFCL by build_bfcl.py)."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator, SchemaError
 
-from k3conformance.fixtures import load_fixture
+from k3conformance.datasets.bundled import load_fixture
 from k3conformance.reference import AnswerKey, Simulator, get_profile
-from k3conformance.tool_scoring import (
+from k3conformance.scoring.tool_calls import (
     MatchResult,
     SchemaAccuracy,
     TriggerCounts,

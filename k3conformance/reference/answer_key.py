@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from k3conformance.fixtures import fixtures_dir
+from k3conformance.datasets.bundled import fixtures_dir
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ _FRAMES_PER_WRITE = 32
 
 
 def _shape_server_args(shape_name: str) -> dict[str, Any]:
-    from k3conformance.shapes import get_shape, server_args
+    from k3conformance.endpoint.shapes import get_shape, server_args
 
     shape = get_shape(shape_name)
     if shape is None:

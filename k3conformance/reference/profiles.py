@@ -40,7 +40,7 @@ class Profile:
     kind: ProfileKind = "conformance"
     # Accuracy of the items of single fixture suites, where it differs from `accuracy`.
     suite_accuracy: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
-    # The registry shape (k3conformance.shapes) whose server arguments /get_server_info reports.
+    # The registry shape (k3conformance.endpoint.shapes) whose server arguments /get_server_info reports.
     shape: str = "tp8"
 
     def __post_init__(self) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from k3conformance.long_prompts import needle_answer
+from k3conformance.datasets.long_prompts import needle_answer
 from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.answer_key import AnswerKey, FixtureItem
 from k3conformance.reference.faults import PrefixCache

@@ -11,13 +11,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from k3conformance.completion import Completion
-from k3conformance.errors import ErrorClass, RequestError
+from k3conformance.endpoint.completion import Completion
+from k3conformance.endpoint.errors import ErrorClass, RequestError
 
 INTERNAL_SERVER_ERROR = 500
 
 if TYPE_CHECKING:
-    from k3conformance.runner import Exchange
+    from k3conformance.probes.runner import Exchange
 
 Conversation = Callable[["Exchange"], Awaitable[None]]
 Outcome = Completion | RequestError

@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 
 import openai
 
-from k3conformance.completion import Completion, StreamAssembler, from_message
-from k3conformance.endpoint_url import split_credentials
-from k3conformance.errors import ErrorClass, RequestError
+from k3conformance.endpoint.completion import Completion, StreamAssembler, from_message
+from k3conformance.endpoint.url import split_credentials
+from k3conformance.endpoint.errors import ErrorClass, RequestError
 
 T = TypeVar("T")
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})

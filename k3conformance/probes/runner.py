@@ -15,14 +15,14 @@ from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from k3conformance.client import EndpointClient, RetryPolicy
-from k3conformance.completion import Completion
-from k3conformance.errors import ErrorClass, RequestError
+from k3conformance.endpoint.client import EndpointClient, RetryPolicy
+from k3conformance.endpoint.completion import Completion
+from k3conformance.endpoint.errors import ErrorClass, RequestError
 from k3conformance.options import Settings
-from k3conformance.probes import Outcome, Probe, ProbeResult, SampleResult
-from k3conformance.records import RecordWriter, ResumeIndex, utc_now
-from k3conformance.request_body import build_body, fingerprint
-from k3conformance.stats import RequestStats
+from k3conformance.probes.probe import Outcome, Probe, ProbeResult, SampleResult
+from k3conformance.runs.records import RecordWriter, ResumeIndex, utc_now
+from k3conformance.probes.request_body import build_body, fingerprint
+from k3conformance.probes.counters import RequestStats
 
 T = TypeVar("T")
 ProbeKey = tuple[str, str]

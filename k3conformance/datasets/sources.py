@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from k3conformance.fixtures import load_fixture
+from k3conformance.datasets.bundled import load_fixture
 
 __all__ = [
     "GENERIC_FIELDS",

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from k3conformance.baseline import StoredRun
-from k3conformance.comparison import (
+from k3conformance.runs.stored import StoredRun
+from k3conformance.gate.statistics import (
     FAIL,
     INCONCLUSIVE,
     PASS,
@@ -32,8 +32,8 @@ from k3conformance.comparison import (
     compare_rates,
     compare_scores,
 )
-from k3conformance.records import STATUS_COMPLETE
-from k3conformance.shapes import contradictions, describe, policy, run_shape_settings
+from k3conformance.runs.records import STATUS_COMPLETE
+from k3conformance.endpoint.shapes import contradictions, describe, policy, run_shape_settings
 
 GateVerdict = Literal["PASS", "FAIL", "INCONCLUSIVE", "INCOMPLETE"]
 INCOMPLETE: GateVerdict = "INCOMPLETE"

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from k3conformance.comparison import ItemTotals
-from k3conformance.records import STATUS_COMPLETE, SUMMARY_FILE, newest_run
+from k3conformance.gate.statistics import ItemTotals
+from k3conformance.runs.records import STATUS_COMPLETE, SUMMARY_FILE, newest_run
 
 
 class BaselineError(Exception):

@@ -19,8 +19,8 @@ from urllib.parse import unquote, urlsplit
 import aiohttp
 import openai
 
-from k3conformance.endpoint_info import ResolvedEndpoint
-from k3conformance.endpoint_url import (
+from k3conformance.endpoint.resolved import ResolvedEndpoint
+from k3conformance.endpoint.url import (
     is_reference,
     parse_reference_profile,
     server_root,

@@ -15,12 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from k3conformance.checks import K3ConformanceWarning, Layer, excerpt, expect
-from k3conformance.completion import Completion
-from k3conformance.errors import RequestError
-from k3conformance.markup import find_markup
-from k3conformance.significance import binomial_p_at_least
-from k3conformance.tool_scoring import Call, MatchResult, expected_calls_match, parse_arguments, schema_errors
+from k3conformance.checks.failures import K3ConformanceWarning, Layer, excerpt, expect
+from k3conformance.endpoint.completion import Completion
+from k3conformance.endpoint.errors import RequestError
+from k3conformance.checks.markup import find_markup
+from k3conformance.checks.significance import binomial_p_at_least
+from k3conformance.scoring.tool_calls import Call, MatchResult, expected_calls_match, parse_arguments, schema_errors
 
 # Tool-call arguments that arrive whole after this long a silence earn a warning: both K3
 # parsers emit a call once its block closes (vLLM issue 50604), which agents must tolerate.

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from k3conformance.repetition import detect_output
+from k3conformance.scoring.repetition import detect_output
 
 if TYPE_CHECKING:
-    from k3conformance.completion import Completion
+    from k3conformance.endpoint.completion import Completion
 
 Z_95 = 1.959963984540054
 

@@ -19,7 +19,7 @@ FIXTURES_ENV_VAR = "K3_FIXTURES_DIR"
 
 def fixtures_dir() -> Path:
     override = os.environ.get(FIXTURES_ENV_VAR)
-    return Path(override) if override else Path(__file__).resolve().parents[1] / "fixtures"
+    return Path(override) if override else Path(__file__).resolve().parents[2] / "fixtures"
 
 
 @dataclass(frozen=True)

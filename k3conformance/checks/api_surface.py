@@ -8,9 +8,9 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from k3conformance.checks import check_stopped, excerpt, expect
-from k3conformance.completion import Completion
-from k3conformance.errors import RequestError
+from k3conformance.checks.failures import check_stopped, excerpt, expect
+from k3conformance.endpoint.completion import Completion
+from k3conformance.endpoint.errors import RequestError
 
 Outcome = Completion | RequestError
 

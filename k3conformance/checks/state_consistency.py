@@ -14,8 +14,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from k3conformance.checks import expect
-from k3conformance.significance import binomial_p_at_least
+from k3conformance.checks.failures import expect
+from k3conformance.checks.significance import binomial_p_at_least
 
 ALPHA = 0.05
 

@@ -14,14 +14,14 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from k3conformance.datasets_source import (
+from k3conformance.datasets.sources import (
     DatasetUnavailable,
     FieldMap,
     LoadedDataset,
     load_dataset_items,
     parse_dataset_spec,
 )
-from k3conformance.fixtures import load_fixture
+from k3conformance.datasets.bundled import load_fixture
 from k3conformance.options import HUMANEVAL, Settings
 
 __all__ = ["DatasetUnavailable", "check_datasets", "load_coding_items", "load_math_items"]

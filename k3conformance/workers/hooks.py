@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from k3conformance.session import WORKERINPUT_KEY, WORKEROUTPUT_KEY, RunState
-from k3conformance.xdist_share import ShareScheduling, uses_share_scheduling
+from k3conformance.workers.scheduling import ShareScheduling, uses_share_scheduling
 
 
 class XdistHooks:

@@ -8,12 +8,12 @@ from typing import Any
 
 from tabulate import tabulate
 
-from k3conformance.endpoint_info import ResolvedEndpoint
-from k3conformance.endpoint_url import is_reference, strip_credentials
-from k3conformance.evaluation import summarize
+from k3conformance.endpoint.resolved import ResolvedEndpoint
+from k3conformance.endpoint.url import is_reference, strip_credentials
+from k3conformance.scoring.item_score import summarize
 from k3conformance.options import Settings
 from k3conformance.outcomes import SuiteTally
-from k3conformance.tool_scoring import SchemaAccuracy, TriggerCounts
+from k3conformance.scoring.tool_calls import SchemaAccuracy, TriggerCounts
 
 SIMULATOR_NOTICE = (
     "the k3conformance reference deployment is a SIMULATOR of the Kimi K3 API, not the model: "

@@ -10,9 +10,9 @@ from typing import Any
 
 from tabulate import tabulate
 
-from k3conformance.comparison import FAIL, INCONCLUSIVE, ScoreComparison
-from k3conformance.gate import GateResult
-from k3conformance.records import write_json_atomic
+from k3conformance.gate.statistics import FAIL, INCONCLUSIVE, ScoreComparison
+from k3conformance.gate.decision import GateResult
+from k3conformance.runs.records import write_json_atomic
 
 GATE_JSON = "gate.json"
 GATE_MARKDOWN = "gate.md"

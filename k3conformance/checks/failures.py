@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from k3conformance.completion import Completion
+    from k3conformance.endpoint.completion import Completion
 
 Layer = Literal["parser", "api", "model", "infra"]
 EXCERPT_CHARS = 200

@@ -1,0 +1,1 @@
+"""Conformance checks, one module per suite and named like it (`suites/test_X.py` calls `checks/X.py`), with the shared failure format."""

@@ -1,0 +1,1 @@
+"""pytest-xdist support: the controller hooks and the scheduler that gives each worker its share up front."""
