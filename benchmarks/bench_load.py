@@ -58,7 +58,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     concurrency, latency, output_bytes = arguments.concurrency, arguments.latency, arguments.output_bytes
     # Room for the simulator's +20% spread around the mean length; a truncated answer would fail the suite.
     max_tokens = max(65_536, 2 * words_for_bytes(output_bytes))
-    print(f"streamed requests, {output_bytes / 1000:.0f} KB of reasoning each, latency {latency} s, {os.cpu_count()} CPUs")
+    print(
+        f"streamed requests, {output_bytes / 1000:.0f} KB of reasoning each, latency {latency} s, {os.cpu_count()} CPUs"
+    )
     print("times in seconds, RSS in MB; CPU server: the server's CPU seconds during the plain and the plugin run")
     print(COLUMNS, flush=True)
     with closing(ReferenceServer(latency, output_bytes)) as server:

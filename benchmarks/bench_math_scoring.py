@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from k3conformance.scoring import math_answers as math_scoring
 from k3conformance.datasets.bundled import load_fixture
+from k3conformance.scoring import math_answers as math_scoring
 from k3conformance.scoring.math_answers import score_math
 
 Pair = tuple[str, str]
@@ -37,7 +37,10 @@ Pair = tuple[str, str]
 def import_seconds(module: str, repeats: int = 3) -> float:
     """Best wall time of importing `module` in a fresh interpreter."""
     code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
-    runs = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout) for _ in range(repeats)]
+    runs = [
+        float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+        for _ in range(repeats)
+    ]
     return min(runs)
 
 
@@ -48,7 +51,10 @@ def fixture_pairs(count: int) -> list[Pair]:
 
 
 def unique_integer_pairs(count: int) -> list[Pair]:
-    return [(str(1000 + n), f"The total is {1000 + n + n % 2}.\n\nThe final answer is $\\boxed{{{1000 + n + n % 2}}}$.") for n in range(count)]
+    return [
+        (str(1000 + n), f"The total is {1000 + n + n % 2}.\n\nThe final answer is $\\boxed{{{1000 + n + n % 2}}}$.")
+        for n in range(count)
+    ]
 
 
 def unique_latex_pairs(count: int) -> list[Pair]:
@@ -84,7 +90,9 @@ def main() -> None:
     args = parser.parse_args()
 
     print(f"import math_verify (fresh interpreter, best of 3): {import_seconds('math_verify'):.2f} s")
-    print(f"import k3conformance.scoring.math_answers (fresh interpreter, best of 3): {import_seconds('k3conformance.scoring.math_answers'):.3f} s")
+    print(
+        f"import k3conformance.scoring.math_answers (fresh interpreter, best of 3): {import_seconds('k3conformance.scoring.math_answers'):.3f} s"
+    )
     module = math_scoring._math_verify()
     version = getattr(module, "__version__", None) or _distribution_version("math-verify")
     print(f"math-verify {version}, main thread, signal timeouts: {math_scoring.signal_timeouts_usable()}")

@@ -70,7 +70,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         looped = healthy[:half] + (_BLOCK * (half // len(_BLOCK) + 1))[: chars - half]
         for name, text in (("prose", healthy), ("prose + loop", looped)):
             seconds, looping = best_seconds(text, args.repeats)
-            print(f"{name:<14} {size:>5} {seconds:>9.4f} {1000 * seconds / size:>10.3f} {size / seconds:>10.0f} {looping}")
+            print(
+                f"{name:<14} {size:>5} {seconds:>9.4f} {1000 * seconds / size:>10.3f} {size / seconds:>10.0f} {looping}"
+            )
 
 
 if __name__ == "__main__":

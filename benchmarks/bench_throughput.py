@@ -36,9 +36,13 @@ def main() -> None:
     plugin_wall, plugin_memory = plugin.wall_s, plugin.peak_rss_mb
     ideal = arguments.requests * arguments.latency / arguments.concurrency
     mode = "streaming" if stream else "non-streaming"
-    print(f"{arguments.requests} {mode} requests, concurrency {arguments.concurrency}, latency {arguments.latency} s, effort {arguments.effort}")
+    print(
+        f"{arguments.requests} {mode} requests, concurrency {arguments.concurrency}, latency {arguments.latency} s, effort {arguments.effort}"
+    )
     print(f"ideal N*L/C:             {ideal:7.2f} s")
-    print(f"plain AsyncOpenAI loop:  {plain_wall:7.2f} s wall ({plain_requests:.2f} s in requests), peak RSS {plain_memory:6.1f} MB")
+    print(
+        f"plain AsyncOpenAI loop:  {plain_wall:7.2f} s wall ({plain_requests:.2f} s in requests), peak RSS {plain_memory:6.1f} MB"
+    )
     print(f"pytest + k3conformance:  {plugin_wall:7.2f} s wall, peak RSS {plugin_memory:6.1f} MB")
     print(f"ratio plugin / plain:    {plugin_wall / plain_wall:7.3f}  (goal <= 1.10)")
 

@@ -77,16 +77,26 @@ def _add_compare(commands: Any) -> None:
     )
     compare.add_argument("baseline", metavar="BASELINE")
     compare.add_argument("candidate", metavar="CANDIDATE")
-    compare.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="Report format (default: text)")
-    compare.add_argument("--results-dir", type=Path, default=Path("results"), help="Where shapes are stored (default: results)")
-    compare.add_argument("--gate", choices=GATE_MODES, default="warn", help="warn: INCONCLUSIVE passes; strict: it fails")
+    compare.add_argument(
+        "--format", choices=("text", "markdown", "json"), default="text", help="Report format (default: text)"
+    )
+    compare.add_argument(
+        "--results-dir", type=Path, default=Path("results"), help="Where shapes are stored (default: results)"
+    )
+    compare.add_argument(
+        "--gate", choices=GATE_MODES, default="warn", help="warn: INCONCLUSIVE passes; strict: it fails"
+    )
     compare.add_argument("--alpha", type=alpha, default=0.05, help="One-sided significance level (default: 0.05)")
-    compare.add_argument("--margin", type=non_negative_float, default=3.0, help="Accuracy points a suite may lose (default: 3)")
+    compare.add_argument(
+        "--margin", type=non_negative_float, default=3.0, help="Accuracy points a suite may lose (default: 3)"
+    )
     compare.add_argument("--margins", type=suite_margins, default=(), help="Per-suite margins: coding=3,math=2")
     compare.add_argument("--repetition-floor", type=rate, default=0.02, help="Looping rate floor (default: 0.02)")
     compare.add_argument("--truncation-floor", type=rate, default=0.05, help="Truncation rate floor (default: 0.05)")
     compare.add_argument(
-        "--write", action="store_true", help="Also write gate.json, gate.md (and gate.png) into the candidate's run folder"
+        "--write",
+        action="store_true",
+        help="Also write gate.json, gate.md (and gate.png) into the candidate's run folder",
     )
 
 
@@ -100,9 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _compare(arguments: argparse.Namespace) -> int:
-    from k3conformance.runs.stored import BaselineError, load_run
     from k3conformance.gate.decision import gate, settings_for
     from k3conformance.gate.report import json_report, markdown_report, text_report, write_reports
+    from k3conformance.runs.stored import BaselineError, load_run
 
     try:
         baseline = load_run(arguments.baseline, arguments.results_dir)

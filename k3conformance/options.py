@@ -9,6 +9,7 @@ with a usage message that names where it came from.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 from collections.abc import Callable
@@ -215,7 +216,9 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "'reference:PROFILE' for the embedded reference deployment, a simulator (default: reference)",
         env=("K3_ENDPOINT",),
     ),
-    OptionSpec("model", text_value, None, "Model id to request (default: the first id from /v1/models)", env=("K3_MODEL",)),
+    OptionSpec(
+        "model", text_value, None, "Model id to request (default: the first id from /v1/models)", env=("K3_MODEL",)
+    ),
     OptionSpec(
         "api_key",
         text_value,
@@ -233,7 +236,9 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "for the reference deployment, else 'unlabelled')",
         env=("K3_SHAPE",),
     ),
-    OptionSpec("results_dir", Path, Path("results"), "Directory that stores runs, one folder per shape (default: results)"),
+    OptionSpec(
+        "results_dir", Path, Path("results"), "Directory that stores runs, one folder per shape (default: results)"
+    ),
     OptionSpec(
         "think_mode",
         choice(*THINK_MODES),
@@ -255,13 +260,17 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         3,
         "Retries of a request after transport errors, timeouts, 429 and 5xx (default: 3)",
     ),
-    OptionSpec("backoff", non_negative_float, 1.0, "Base delay in seconds of the exponential retry backoff (default: 1)"),
+    OptionSpec(
+        "backoff", non_negative_float, 1.0, "Base delay in seconds of the exponential retry backoff (default: 1)"
+    ),
     OptionSpec("samples", positive_int, 1, "Samples per item for suites that sample (default: 1)"),
     OptionSpec("limit", positive_int, None, "Items per suite (default: all)"),
     OptionSpec("max_tokens", positive_int, None, "Generation budget per request (default: each suite's own)"),
     OptionSpec("temperature", temperature, 1.0, "Sampling temperature (default: 1.0, the model card's)"),
     OptionSpec("top_p", top_p, 0.95, "Nucleus sampling top_p (default: 0.95, the model card's)"),
-    OptionSpec("seed", non_negative_int, 1234, "Base seed; sample i of an item is requested with seed + i (default: 1234)"),
+    OptionSpec(
+        "seed", non_negative_int, 1234, "Base seed; sample i of an item is requested with seed + i (default: 1234)"
+    ),
     OptionSpec(
         "strict_reasoning_field",
         boolean,
@@ -403,7 +412,7 @@ def check_separate_path_values(config: pytest.Config) -> None:
     arguments = list(config.invocation_params.args)
     flags = {spec.flag for spec in OPTIONS if not spec.flag_only}
     here = config.invocation_params.dir.resolve()
-    for flag, value in zip(arguments, arguments[1:]):
+    for flag, value in itertools.pairwise(arguments):
         if flag not in flags or value.startswith("-"):
             continue
         path = (here / value).resolve()

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from k3conformance.scoring.item_score import ItemScore, summarize
 from k3conformance.probes.probe import InfrastructureError, Probe
+from k3conformance.scoring.item_score import ItemScore, summarize
 
 USER_PROPERTY = "k3conformance"
 METRICS_KEY = pytest.StashKey[dict[str, float]]()
@@ -85,7 +85,7 @@ def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
         "outcome": kind,
         "layer": layer,
         "message": message[:EXCERPT_CHARS],
-        "metrics": item.stash[METRICS_KEY] if METRICS_KEY in item.stash else {},
+        "metrics": item.stash.get(METRICS_KEY, {}),
         "score": item.stash[SCORE_KEY].to_record() if SCORE_KEY in item.stash else None,
     }
 

@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from k3conformance.endpoint.resolved import ResolvedEndpoint
-from k3conformance.scoring.item_score import ItemScore
 from k3conformance.options import Settings, add_options, check_separate_path_values, resolve_settings
 from k3conformance.outcomes import METRICS_KEY, SCORE_KEY, USER_PROPERTY, classify, probe_of, tally_report
 from k3conformance.probes.probe import InfrastructureError, Probe, ProbeResult
 from k3conformance.runs.records import STATUS_COMPLETE, STATUS_RUNNING, utc_now
+from k3conformance.scoring.item_score import ItemScore
+from k3conformance.session import STASH_KEY, WORKEROUTPUT_KEY, RunState
+from k3conformance.signals import interrupt_on_sigterm, restore_sigterm
 from k3conformance.terminal import (
     SIMULATOR_NOTICE,
     accuracy_table,
@@ -22,12 +24,10 @@ from k3conformance.terminal import (
     metric_lines,
     suite_table,
 )
-from k3conformance.session import STASH_KEY, WORKEROUTPUT_KEY, RunState
-from k3conformance.signals import interrupt_on_sigterm, restore_sigterm
 
 if TYPE_CHECKING:
-    from k3conformance.runs.stored import StoredRun
     from k3conformance.gate.decision import GateResult
+    from k3conformance.runs.stored import StoredRun
 
 # A conftest that sets this marks its directory as k3conformance suites: the endpoint
 # is then resolved and checked before anything runs, and shown in the header.
@@ -233,7 +233,7 @@ def k3_score(request: pytest.FixtureRequest) -> ItemScore:
 
 
 @pytest.fixture
-def k3_result(request: pytest.FixtureRequest) -> ProbeResult:
+def k3_result(request: pytest.FixtureRequest) -> Generator[ProbeResult, None, None]:
     """The responses to this test's probe (the `Probe` it is parametrized with)."""
     probe = probe_of(request.node)
     if probe is None:
@@ -241,18 +241,22 @@ def k3_result(request: pytest.FixtureRequest) -> ProbeResult:
     state = _state(request.config)
     runner = state.ensure_runner()
     result = runner.result(probe)
-    request.addfinalizer(lambda: runner.release(probe))
-    if result.infra_errors:
-        details = "; ".join(error.describe() for error in result.infra_errors[:3])
-        raise InfrastructureError(
-            f"[layer: infra] {probe.suite}/{probe.item}: not scored, the endpoint failed: {details}. "
-            "The run is marked incomplete; rerun with --k3-resume to send only the missing requests."
-        )
-    return result
+    try:
+        if result.infra_errors:
+            details = "; ".join(error.describe() for error in result.infra_errors[:3])
+            raise InfrastructureError(
+                f"[layer: infra] {probe.suite}/{probe.item}: not scored, the endpoint failed: {details}. "
+                "The run is marked incomplete; rerun with --k3-resume to send only the missing requests."
+            )
+        yield result
+    finally:
+        runner.release(probe)
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     outcome = classify(item, call, report)
     if outcome is not None:
@@ -264,9 +268,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def _run_gate(state: RunState, summary: dict[str, Any]) -> GateResult:
-    from k3conformance.runs.stored import StoredRun
     from k3conformance.gate.decision import gate, settings_for
     from k3conformance.gate.report import write_reports
+    from k3conformance.runs.stored import StoredRun
 
     assert state.baseline is not None
     result = gate(state.baseline, StoredRun(summary, state.run_dir), settings_for(state.settings))

@@ -20,6 +20,7 @@ from k3conformance.endpoint.resolved import ResolvedEndpoint
 from k3conformance.endpoint.url import is_reference, parse_reference_profile
 from k3conformance.options import Settings
 from k3conformance.outcomes import SuiteTally
+from k3conformance.probes.counters import RequestStats
 from k3conformance.runs.records import (
     STATUS_COMPLETE,
     STATUS_INCOMPLETE,
@@ -35,13 +36,12 @@ from k3conformance.runs.records import (
     utc_now,
     write_json_atomic,
 )
-from k3conformance.probes.counters import RequestStats
 
 if TYPE_CHECKING:
-    from k3conformance.runs.stored import StoredRun
     from k3conformance.endpoint.preflight import ReferenceProcess
     from k3conformance.gate.decision import GateResult
     from k3conformance.probes.runner import BackgroundLoop, Runner
+    from k3conformance.runs.stored import StoredRun
 
 Role = Literal["single", "controller", "worker"]
 STASH_KEY = pytest.StashKey["RunState"]()
@@ -196,7 +196,9 @@ class RunState:
         earlier = read_summary(self.run_dir) if self.resumed else None
         sessions = list(earlier.get("sessions", [])) if earlier else []
         if status != STATUS_RUNNING:
-            sessions.append({"started_at": self.started_at, "finished_at": utc_now(), "status": status, "exit_status": exit_status})
+            sessions.append(
+                {"started_at": self.started_at, "finished_at": utc_now(), "status": status, "exit_status": exit_status}
+            )
         endpoint = self.endpoint
         return {
             "run_id": self.run_dir.name,

@@ -10,9 +10,9 @@ from tabulate import tabulate
 
 from k3conformance.endpoint.resolved import ResolvedEndpoint
 from k3conformance.endpoint.url import is_reference, strip_credentials
-from k3conformance.scoring.item_score import summarize
 from k3conformance.options import Settings
 from k3conformance.outcomes import SuiteTally
+from k3conformance.scoring.item_score import summarize
 from k3conformance.scoring.tool_calls import SchemaAccuracy, TriggerCounts
 
 SIMULATOR_NOTICE = (
@@ -70,7 +70,9 @@ def _describe_llamacpp(props: Mapping[str, Any]) -> list[str]:
     template takes tools at all (for a template that does not, llama.cpp leaves the
     request's `tools` out of the prompt, so no tool-call check can pass)."""
     parts = ["llama.cpp"]
-    parts += [f"{key}={props[key]}" for key in ("build_info", "model_alias", "model_path", "total_slots") if key in props]
+    parts += [
+        f"{key}={props[key]}" for key in ("build_info", "model_alias", "model_path", "total_slots") if key in props
+    ]
     settings = props.get("default_generation_settings")
     if isinstance(settings, Mapping) and "n_ctx" in settings:
         parts.append(f"n_ctx_per_slot={settings['n_ctx']}")
@@ -85,7 +87,9 @@ def suite_table(tallies: Mapping[str, SuiteTally]) -> str:
     for suite in sorted(tallies):
         tally = tallies[suite]
         score = f"{tally.score:.1%}" if tally.score is not None else "-"
-        rows.append([suite, len(tally.items), tally.tests, tally.passed, tally.failed, tally.infra_errors, tally.errors, score])
+        rows.append(
+            [suite, len(tally.items), tally.tests, tally.passed, tally.failed, tally.infra_errors, tally.errors, score]
+        )
     headers = ["suite", "items", "tests", "passed", "failed", "infra errors", "errors", "checks passed"]
     return tabulate(rows, headers=headers, tablefmt="github")
 
@@ -111,7 +115,16 @@ def accuracy_table(tallies: Mapping[str, SuiteTally]) -> str:
         )
     if not rows:
         return ""
-    headers = ["suite", "items", "samples", "accuracy [95% CI]", "no answer", "truncated", "looping", "mean output tokens"]
+    headers = [
+        "suite",
+        "items",
+        "samples",
+        "accuracy [95% CI]",
+        "no answer",
+        "truncated",
+        "looping",
+        "mean output tokens",
+    ]
     return tabulate(rows, headers=headers, tablefmt="github")
 
 
@@ -121,7 +134,9 @@ def check_table(tallies: Mapping[str, SuiteTally]) -> str:
         for name, check in sorted(tallies[suite].checks.items()):
             layers = ", ".join(f"{layer} {count}" for layer, count in sorted(check.layers.items()))
             rows.append([suite, name, check.passed, check.failed, check.infra_errors + check.errors, layers])
-    return tabulate(rows, headers=["suite", "check", "passed", "failed", "not scored", "failures by layer"], tablefmt="github")
+    return tabulate(
+        rows, headers=["suite", "check", "passed", "failed", "not scored", "failures by layer"], tablefmt="github"
+    )
 
 
 def failure_lines(tallies: Mapping[str, SuiteTally]) -> list[str]:

@@ -19,13 +19,13 @@ import pytest
 
 from k3conformance import Completion, Probe, ProbeResult
 from k3conformance.checks.failures import K3ConformanceWarning
+from k3conformance.checks.reasoning import check_answer_follows_reasoning
+from k3conformance.datasets.suite_items import CodingDataset, load_coding_items
+from k3conformance.plugin import settings_of
+from k3conformance.probes.runner import Exchange
 from k3conformance.scoring.code_solutions import extract_code, humaneval_program
 from k3conformance.scoring.code_solutions import tests_program as assert_tests_program
-from k3conformance.datasets.suite_items import CodingDataset, load_coding_items
 from k3conformance.scoring.item_score import ItemScore
-from k3conformance.plugin import settings_of
-from k3conformance.checks.reasoning import check_answer_follows_reasoning
-from k3conformance.probes.runner import Exchange
 from k3conformance.scoring.sandbox import BUBBLEWRAP, ExecutionResult, SandboxPool, sandbox_backend
 
 SUITE = "coding"

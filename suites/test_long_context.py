@@ -15,10 +15,10 @@ import re
 import pytest
 
 from k3conformance import Probe, ProbeResult
-from k3conformance.scoring.item_score import ItemScore
+from k3conformance.checks.reasoning import check_answer_follows_reasoning
 from k3conformance.datasets.long_prompts import needle_haystack, retrieval_question
 from k3conformance.plugin import settings_of
-from k3conformance.checks.reasoning import check_answer_follows_reasoning
+from k3conformance.scoring.item_score import ItemScore
 
 NEEDLES = 4
 PROMPTS_PER_LENGTH = 6

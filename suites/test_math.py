@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from k3conformance import Probe, ProbeResult
+from k3conformance.checks.reasoning import check_answer_follows_reasoning
 from k3conformance.datasets.sources import LoadedDataset
 from k3conformance.datasets.suite_items import load_math_items
+from k3conformance.plugin import settings_of
 from k3conformance.scoring.item_score import ItemScore
 from k3conformance.scoring.math_answers import score_gsm8k, score_math
-from k3conformance.plugin import settings_of
-from k3conformance.checks.reasoning import check_answer_follows_reasoning
 
 SUITE = "math"
 MAX_TOKENS = 65536
@@ -31,9 +31,16 @@ def _probe(dataset: LoadedDataset, item: dict[str, Any]) -> Probe:
     return Probe(
         SUITE,
         f"{dataset.name}/{item['id']}" if dataset.name != "fixture:math" else str(item["id"]),
-        requests={"answer": {"messages": [{"role": "user", "content": PROMPT.format(problem=item["prompt"])}], "stream": True}},
+        requests={
+            "answer": {"messages": [{"role": "user", "content": PROMPT.format(problem=item["prompt"])}], "stream": True}
+        },
         max_tokens=MAX_TOKENS,
-        data={"dataset": dataset.name, "dataset_sha256": dataset.revision, "answer": str(item["answer"]), "gsm8k": "gsm8k" in dataset.name},
+        data={
+            "dataset": dataset.name,
+            "dataset_sha256": dataset.revision,
+            "answer": str(item["answer"]),
+            "gsm8k": "gsm8k" in dataset.name,
+        },
     )
 
 

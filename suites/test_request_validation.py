@@ -29,23 +29,51 @@ def _tool(name: str) -> dict[str, Any]:
 PRIOR_CALL = {
     "role": "assistant",
     "content": None,
-    "tool_calls": [{"id": "functions.get_weather:0", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}],
+    "tool_calls": [
+        {
+            "id": "functions.get_weather:0",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+        }
+    ],
 }
 
 # case id -> (what is wrong, the request)
 CASES: dict[str, tuple[str, dict[str, Any]]] = {
-    "duplicate-tool-names": ("two tools with the same name", {"messages": [QUESTION], "tools": [_tool("get_weather"), _tool("get_weather")]}),
-    "invalid-tool-name": ("a tool name with spaces and punctuation", {"messages": [QUESTION], "tools": [_tool("get weather!")]}),
+    "duplicate-tool-names": (
+        "two tools with the same name",
+        {"messages": [QUESTION], "tools": [_tool("get_weather"), _tool("get_weather")]},
+    ),
+    "invalid-tool-name": (
+        "a tool name with spaces and punctuation",
+        {"messages": [QUESTION], "tools": [_tool("get weather!")]},
+    ),
     "tool-message-without-id": (
         "a tool message without tool_call_id",
-        {"messages": [QUESTION, PRIOR_CALL, {"role": "tool", "content": "18 degrees, sunny"}], "tools": [_tool("get_weather")]},
+        {
+            "messages": [QUESTION, PRIOR_CALL, {"role": "tool", "content": "18 degrees, sunny"}],
+            "tools": [_tool("get_weather")],
+        },
     ),
-    "invalid-tool-choice": ("tool_choice 'sometimes'", {"messages": [QUESTION], "tools": [_tool("get_weather")], "tool_choice": "sometimes"}),
-    "required-without-tools": ("tool_choice 'required' with no tools", {"messages": [QUESTION], "tool_choice": "required"}),
-    "required-with-empty-tools": ("tool_choice 'required' with an empty tools list", {"messages": [QUESTION], "tools": [], "tool_choice": "required"}),
+    "invalid-tool-choice": (
+        "tool_choice 'sometimes'",
+        {"messages": [QUESTION], "tools": [_tool("get_weather")], "tool_choice": "sometimes"},
+    ),
+    "required-without-tools": (
+        "tool_choice 'required' with no tools",
+        {"messages": [QUESTION], "tool_choice": "required"},
+    ),
+    "required-with-empty-tools": (
+        "tool_choice 'required' with an empty tools list",
+        {"messages": [QUESTION], "tools": [], "tool_choice": "required"},
+    ),
     "named-tool-not-declared": (
         "a named tool_choice for a tool that is not declared",
-        {"messages": [QUESTION], "tools": [_tool("get_weather")], "tool_choice": {"type": "function", "function": {"name": "get_time"}}},
+        {
+            "messages": [QUESTION],
+            "tools": [_tool("get_weather")],
+            "tool_choice": {"type": "function", "function": {"name": "get_time"}},
+        },
     ),
 }
 

@@ -16,8 +16,8 @@ import pytest
 
 from k3conformance import Completion, Probe, ProbeResult
 from k3conformance.checks.failures import check_stopped, expect
-from k3conformance.endpoint.resolved import ResolvedEndpoint
 from k3conformance.datasets.bundled import load_fixture
+from k3conformance.endpoint.resolved import ResolvedEndpoint
 
 SUITE = "smoke"
 # K3 thinks before every answer, at effort max for a while: leave it room.
@@ -108,4 +108,9 @@ def test_usage_reported(probe: Probe, k3_result: ProbeResult) -> None:
             expected=f"positive prompt_tokens and completion_tokens ({mode})",
             got=usage,
         )
-        expect(total == prompt + completion, layer="api", expected=f"total_tokens = prompt + completion ({mode})", got=usage)
+        expect(
+            total == prompt + completion,
+            layer="api",
+            expected=f"total_tokens = prompt + completion ({mode})",
+            got=usage,
+        )

@@ -79,7 +79,9 @@ async def _conversation(exchange: Exchange) -> None:
     await asyncio.gather(*(_item(exchange, index, mode) for index in range(len(ITEMS)) for mode in MODES))
 
 
-PROBE = Probe(SUITE, "long-prefix", conversation=_conversation, samples=1, max_tokens=MAX_TOKENS, data=FIXTURE.provenance())
+PROBE = Probe(
+    SUITE, "long-prefix", conversation=_conversation, samples=1, max_tokens=MAX_TOKENS, data=FIXTURE.provenance()
+)
 
 
 def _codes(result: ProbeResult, mode: str, step: str) -> list[str | None]:
@@ -88,20 +90,34 @@ def _codes(result: ProbeResult, mode: str, step: str) -> list[str | None]:
 
 @pytest.mark.parametrize("probe", [PROBE], ids=str)
 @pytest.mark.parametrize("mode", MODES)
-def test_prefix_reuse_keeps_answers(probe: Probe, mode: str, k3_result: ProbeResult, k3_metrics: dict[str, float]) -> None:
-    result = agreement(_codes(k3_result, mode, "cold"), _codes(k3_result, mode, "warm"), _codes(k3_result, mode, "cold-copy"))
-    k3_metrics.update({f"prefix_warm_agree_{mode}": result.warm_agrees, f"prefix_cold_agree_{mode}": result.cold_agrees, f"prefix_items_{mode}": result.items})
+def test_prefix_reuse_keeps_answers(
+    probe: Probe, mode: str, k3_result: ProbeResult, k3_metrics: dict[str, float]
+) -> None:
+    result = agreement(
+        _codes(k3_result, mode, "cold"), _codes(k3_result, mode, "warm"), _codes(k3_result, mode, "cold-copy")
+    )
+    k3_metrics.update(
+        {
+            f"prefix_warm_agree_{mode}": result.warm_agrees,
+            f"prefix_cold_agree_{mode}": result.cold_agrees,
+            f"prefix_items_{mode}": result.items,
+        }
+    )
     check_agreement(result, "the same long prompt asked again (warm prefix cache)", mode)
 
 
 @pytest.mark.parametrize("probe", [PROBE], ids=str)
 @pytest.mark.parametrize("mode", MODES)
-def test_continued_history_keeps_answers(probe: Probe, mode: str, k3_result: ProbeResult, k3_metrics: dict[str, float]) -> None:
+def test_continued_history_keeps_answers(
+    probe: Probe, mode: str, k3_result: ProbeResult, k3_metrics: dict[str, float]
+) -> None:
     reference = [extracted_code(item["answer"]) for item in (ITEMS[(i + 1) % len(ITEMS)] for i in range(len(ITEMS)))]
     warm = _codes(k3_result, mode, "turn2-warm")
     cold = _codes(k3_result, mode, "turn2-cold")
     # The second turn has no cold twin of its own history, so both copies are compared
     # with the answer key: a corrupted continuation loses agreement the cold copy keeps.
     result = agreement(reference, warm, cold)
-    k3_metrics.update({f"history_warm_agree_{mode}": result.warm_agrees, f"history_cold_agree_{mode}": result.cold_agrees})
+    k3_metrics.update(
+        {f"history_warm_agree_{mode}": result.warm_agrees, f"history_cold_agree_{mode}": result.cold_agrees}
+    )
     check_agreement(result, "a conversation continuing a long history (warm prefix)", mode)

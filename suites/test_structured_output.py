@@ -21,13 +21,23 @@ SCHEMAS = {item["id"]: item["schema"] for item in FIXTURE.items}
 def _request(item: dict[str, Any], mode: str) -> dict[str, Any]:
     return {
         "messages": [{"role": "user", "content": item["prompt"]}],
-        "response_format": {"type": "json_schema", "json_schema": {"name": item["id"].replace("-", "_"), "schema": item["schema"], "strict": True}},
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": item["id"].replace("-", "_"), "schema": item["schema"], "strict": True},
+        },
         "stream": mode == "stream",
     }
 
 
 PROBES = [
-    Probe(SUITE, item["id"], requests={mode: _request(item, mode) for mode in MODES}, samples=1, max_tokens=MAX_TOKENS, data=FIXTURE.provenance())
+    Probe(
+        SUITE,
+        item["id"],
+        requests={mode: _request(item, mode) for mode in MODES},
+        samples=1,
+        max_tokens=MAX_TOKENS,
+        data=FIXTURE.provenance(),
+    )
     for item in FIXTURE.items
 ]
 

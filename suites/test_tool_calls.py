@@ -65,7 +65,12 @@ def _irrelevance_probe(item: Mapping[str, Any]) -> Probe:
         requests[mode] = _request(item, mode)
         requests[f"required-{mode}"] = _request(item, mode, tool_choice="required")
     return Probe(
-        SUITE, item["id"], requests=requests, samples=checks.IRRELEVANCE_SAMPLES, max_tokens=MAX_TOKENS, data=AUTHORED.provenance()
+        SUITE,
+        item["id"],
+        requests=requests,
+        samples=checks.IRRELEVANCE_SAMPLES,
+        max_tokens=MAX_TOKENS,
+        data=AUTHORED.provenance(),
     )
 
 
@@ -74,7 +79,9 @@ def _round_trip(item: Mapping[str, Any]) -> Probe:
         for mode in MODES:
             await _round_trip_turns(exchange, item, mode)
 
-    return Probe(SUITE, item["id"], conversation=conversation, samples=1, max_tokens=MAX_TOKENS, data=AUTHORED.provenance())
+    return Probe(
+        SUITE, item["id"], conversation=conversation, samples=1, max_tokens=MAX_TOKENS, data=AUTHORED.provenance()
+    )
 
 
 async def _round_trip_turns(exchange: Exchange, item: Mapping[str, Any], mode: str) -> None:
@@ -83,20 +90,28 @@ async def _round_trip_turns(exchange: Exchange, item: Mapping[str, Any], mode: s
     messages: list[dict[str, Any]] = [{"role": "user", "content": item["prompt"]}]
     for turn, choice in ((1, "auto"), (2, "required"), (3, "auto")):
         outcome = await exchange.send(
-            f"{mode}-turn{turn}", {"messages": messages, "tools": _tools_of(item), "tool_choice": choice, "stream": mode == "stream"}
+            f"{mode}-turn{turn}",
+            {"messages": messages, "tools": _tools_of(item), "tool_choice": choice, "stream": mode == "stream"},
         )
         if turn == 3 or not isinstance(outcome, Completion) or not outcome.tool_calls:
             return
         messages = [
             *messages,
             outcome.as_history_message(),
-            *({"role": "tool", "tool_call_id": call["id"], "content": item["tool_result"]} for call in outcome.tool_calls),
+            *(
+                {"role": "tool", "tool_call_id": call["id"], "content": item["tool_result"]}
+                for call in outcome.tool_calls
+            ),
         ]
 
 
 def _bfcl_probe(item: Mapping[str, Any]) -> Probe:
     requests = {
-        mode: {"messages": [{"role": "user", "content": item["prompt"]}], "tools": item["tools"], "stream": mode == "stream"}
+        mode: {
+            "messages": [{"role": "user", "content": item["prompt"]}],
+            "tools": item["tools"],
+            "stream": mode == "stream",
+        }
         for mode in MODES
     }
     return Probe("bfcl", item["id"], requests=requests, samples=1, max_tokens=MAX_TOKENS, data=BFCL.provenance())
@@ -178,7 +193,9 @@ def test_tool_choice_named(probe: Probe, mode: str, k3_result: ProbeResult) -> N
 
 @pytest.mark.parametrize("probe", IRRELEVANCE, ids=str)
 @modes
-def test_irrelevant_prompt_makes_no_call(probe: Probe, mode: str, k3_result: ProbeResult, k3_metrics: dict[str, float]) -> None:
+def test_irrelevant_prompt_makes_no_call(
+    probe: Probe, mode: str, k3_result: ProbeResult, k3_metrics: dict[str, float]
+) -> None:
     samples = k3_result.completions(mode)
     k3_metrics["trigger_fp"] = sum(bool(completion.tool_calls) for completion in samples)
     checks.check_irrelevance(samples, mode)
@@ -187,14 +204,22 @@ def test_irrelevant_prompt_makes_no_call(probe: Probe, mode: str, k3_result: Pro
 @calling
 @modes
 def test_no_tool_markup_in_content(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
-    for step, context in ((mode, "tools declared"), (f"none-{mode}", "tool_choice 'none'"), (f"no-tools-{mode}", "no tools declared")):
+    for step, context in (
+        (mode, "tools declared"),
+        (f"none-{mode}", "tool_choice 'none'"),
+        (f"no-tools-{mode}", "no tools declared"),
+    ):
         checks.check_no_markup_in_content(k3_result.completion(step), f"{context}, {mode}")
 
 
 @pytest.mark.parametrize("probe", ROUND_TRIPS, ids=str)
 @modes
 def test_round_trip_uses_tool_result(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
-    turns = [k3_result.completion(f"{mode}-turn{turn}") for turn in (1, 2, 3) if f"{mode}-turn{turn}" in k3_result.samples[0].outcomes]
+    turns = [
+        k3_result.completion(f"{mode}-turn{turn}")
+        for turn in (1, 2, 3)
+        if f"{mode}-turn{turn}" in k3_result.samples[0].outcomes
+    ]
     checks.check_round_trip_progress(turns, mode)
     checks.check_ids_unique_across_turns(turns, mode)
     checks.check_no_markup_in_content(turns[2], f"after a tool round trip, {mode}")
@@ -208,7 +233,9 @@ def test_bfcl_calls(probe: Probe, mode: str, k3_result: ProbeResult, k3_metrics:
     completion = k3_result.completion(mode)
     expected_call = bool(item["ground_truth"])
     made_call = bool(completion.tool_calls)
-    key = {(True, True): "trigger_tp", (False, True): "trigger_fp", (True, False): "trigger_fn"}.get((expected_call, made_call))
+    key = {(True, True): "trigger_tp", (False, True): "trigger_fp", (True, False): "trigger_fn"}.get(
+        (expected_call, made_call)
+    )
     if key:
         k3_metrics[key] = 1
     report = checks.argument_report(completion, {tool["function"]["name"]: tool for tool in item["tools"]})

@@ -3,6 +3,7 @@ reference deployment in a thread."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Iterator
 
@@ -14,10 +15,8 @@ import pytest
 # The same holds for SciPy (the gate's statistics) and matplotlib (its chart).
 import scipy.stats  # noqa: F401
 
-try:
+with contextlib.suppress(ImportError):
     import matplotlib.pyplot  # noqa: F401
-except ImportError:
-    pass
 from run_files import REPO
 
 from k3conformance.reference.profiles import get_profile

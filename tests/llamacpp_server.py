@@ -136,7 +136,9 @@ class LlamaCppServer:
         reader.join(START_TIMEOUT_S)
         url = lines[0].strip() if lines else ""
         if not url.startswith("http"):
-            raise RuntimeError(f"llama.cpp's server did not start (no address within {START_TIMEOUT_S:.0f} s):\n{self.log_tail()}")
+            raise RuntimeError(
+                f"llama.cpp's server did not start (no address within {START_TIMEOUT_S:.0f} s):\n{self.log_tail()}"
+            )
         return url
 
     def _wait_until_healthy(self, root: str) -> None:
@@ -150,7 +152,9 @@ class LlamaCppServer:
             except (urllib.error.URLError, OSError):
                 pass
             time.sleep(READY_POLL_S)
-        raise RuntimeError(f"llama.cpp's server at {root} did not report healthy within {START_TIMEOUT_S:.0f} s:\n{self.log_tail()}")
+        raise RuntimeError(
+            f"llama.cpp's server at {root} did not report healthy within {START_TIMEOUT_S:.0f} s:\n{self.log_tail()}"
+        )
 
     def stop(self) -> None:
         process = self._process

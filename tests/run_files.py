@@ -50,5 +50,8 @@ def comparable(record: dict[str, Any]) -> dict[str, Any]:
     return {
         "request": record["request"],
         "status": record["status"],
-        **{key: response.get(key) for key in ("content", "reasoning", "reasoning_field", "tool_calls", "finish_reason", "usage", "model")},
+        **{
+            key: response.get(key)
+            for key in ("content", "reasoning", "reasoning_field", "tool_calls", "finish_reason", "usage", "model")
+        },
     }

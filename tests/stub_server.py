@@ -16,16 +16,29 @@ MODEL = "stub-model"
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-    frame = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": MODEL,
-             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    frame = {
+        "id": "x",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": MODEL,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     return f"data: {json.dumps(frame)}\n\n".encode()
 
 
 def completion() -> dict[str, Any]:
     return {
-        "id": "x", "object": "chat.completion", "created": 0, "model": MODEL,
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": "fine", "reasoning_content": "thinking"}}],
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": MODEL,
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "fine", "reasoning_content": "thinking"},
+            }
+        ],
         "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
     }
 
@@ -53,7 +66,9 @@ class Stub:
         if action == "429":
             return web.json_response({"error": {"message": "slow down"}}, status=429, headers={"Retry-After": "0"})
         if action == "400":
-            return web.json_response({"error": {"message": "bad tool_choice", "type": "invalid_request_error"}}, status=400)
+            return web.json_response(
+                {"error": {"message": "bad tool_choice", "type": "invalid_request_error"}}, status=400
+            )
         if not body.get("stream"):
             return web.json_response(completion())
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

@@ -39,18 +39,25 @@ def test_url_that_is_not_an_openai_api(suite_project: pytest.Pytester) -> None:
 
     with start_in_thread(get_profile("tp8")) as server:
         result = suite_project.runpytest("--k3-endpoint", server.url.removesuffix("/v1"))
-    assert_one_clear_error(result, "GET http://127.0.0.1:*/models answered HTTP 404: this is not the base of an OpenAI-compatible API*")
+    assert_one_clear_error(
+        result, "GET http://127.0.0.1:*/models answered HTTP 404: this is not the base of an OpenAI-compatible API*"
+    )
 
 
 def test_unwritable_results_directory(suite_project: pytest.Pytester) -> None:
     # A file where the directory should be: unwritable even for root, unlike chmod.
     (suite_project.path / "taken").write_text("not a directory")
     result = suite_project.runpytest("--k3-results-dir", "taken/results")
-    assert_one_clear_error(result, "Cannot write run records to taken/results/reference-tp8/*: *. Choose a writable directory with --k3-results-dir*")
+    assert_one_clear_error(
+        result,
+        "Cannot write run records to taken/results/reference-tp8/*: *. Choose a writable directory with --k3-results-dir*",
+    )
 
 
 def test_credentials_in_the_url_are_never_shown(suite_project: pytest.Pytester) -> None:
-    result = suite_project.runpytest_subprocess("--k3-endpoint", "http://admin:hunter2@127.0.0.1:9/v1?key=sk-q", "--k3-retries", "0")
+    result = suite_project.runpytest_subprocess(
+        "--k3-endpoint", "http://admin:hunter2@127.0.0.1:9/v1?key=sk-q", "--k3-retries", "0"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     output = result.stdout.str() + result.stderr.str()
     assert "hunter2" not in output and "sk-q" not in output
@@ -69,7 +76,9 @@ def test_suites_outside_a_marked_directory_still_fail_cleanly(pytester: pytest.P
             pass
         """
     )
-    result = pytester.runpytest_subprocess("--k3-endpoint=http://127.0.0.1:9/v1", "--k3-retries=0", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(
+        "--k3-endpoint=http://127.0.0.1:9/v1", "--k3-retries=0", "-p", "no:cacheprovider"
+    )
     assert_one_clear_error(result, "Cannot reach the K3 endpoint*")
 
 

@@ -19,7 +19,9 @@ MESSAGES = [{"role": "user", "content": "hi"}]
 
 def send(url: str, body: dict[str, Any], retries: int = 3) -> tuple[Completion | RequestError, int]:
     async def go() -> tuple[Completion | RequestError, int]:
-        client = EndpointClient(base_url=url, api_key=None, timeout_s=10, concurrency=2, retry=RetryPolicy(retries, 0.01))
+        client = EndpointClient(
+            base_url=url, api_key=None, timeout_s=10, concurrency=2, retry=RetryPolicy(retries, 0.01)
+        )
         try:
             return await client.chat(body)
         finally:
@@ -58,7 +60,12 @@ def test_retries_run_out_into_an_infrastructure_error() -> None:
 def test_a_stream_that_ends_without_done_is_incomplete_and_retried(retries: int) -> None:
     # The reference profile cuts the first attempt right after the finish frame: what
     # follows it (the usage frame) is lost, so the stream must not count as an answer.
-    body = {"model": "kimi-k3-simulator", "messages": MESSAGES, "stream": True, "stream_options": {"include_usage": True}}
+    body = {
+        "model": "kimi-k3-simulator",
+        "messages": MESSAGES,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     with start_in_thread(get_profile("stream-without-done")) as server:
         outcome, attempts = send(server.url, body, retries=retries)
     assert attempts == retries + 1

@@ -4,7 +4,6 @@ sandbox, with broken variants that must fail."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -14,7 +13,6 @@ from k3conformance.scoring.code_solutions import (
     defines_function,
     extract_code,
     humaneval_program,
-    pass_at_k,
 )
 from k3conformance.scoring.code_solutions import (
     tests_program as build_tests_program,  # not a test
@@ -87,7 +85,7 @@ def test_an_empty_last_block_does_not_hide_an_earlier_one() -> None:
 
 PROBLEM: Mapping[str, Any] = {
     "task_id": "Example/0",
-    "prompt": 'from typing import List\n\n\ndef helper(x: int) -> int:\n    return x\n\n\n'
+    "prompt": "from typing import List\n\n\ndef helper(x: int) -> int:\n    return x\n\n\n"
     'def total(values: List[int]) -> int:\n    """Sum of the values."""\n',
     "entry_point": "total",
     "test": "def check(candidate):\n    assert candidate([1, 2, 3]) == 6\n    assert candidate([]) == 0\n",
@@ -140,41 +138,11 @@ def test_tests_program_runs_the_asserts_after_the_code() -> None:
 # ---------------------------------------------------------------- pass@k
 
 
-@pytest.mark.parametrize(
-    ("n", "c", "k", "expected"),
-    [
-        (10, 3, 1, 0.3),  # pass@1 is the pass rate
-        (10, 3, 5, 1 - 21 / 252),  # 1 - C(7,5)/C(10,5)
-        (4, 1, 2, 0.5),  # 1 - C(3,2)/C(4,2) = 1 - 3/6
-        (5, 0, 3, 0.0),
-        (5, 5, 1, 1.0),
-        (4, 3, 2, 1.0),  # fewer than k failures: every k-subset holds a pass
-        (200, 1, 100, 0.5),  # 1 - C(199,100)/C(200,100) = 1 - 100/200
-    ],
-)
-def test_pass_at_k_by_hand(n: int, c: int, k: int, expected: float) -> None:
-    assert pass_at_k(n, c, k) == pytest.approx(expected, abs=1e-12)
-
-
-def test_pass_at_k_matches_the_binomial_formula() -> None:
-    for n in range(1, 25):
-        for c in range(n + 1):
-            for k in range(1, n + 1):
-                exact = 1 - math.comb(n - c, k) / math.comb(n, k)
-                assert pass_at_k(n, c, k) == pytest.approx(exact, abs=1e-9), (n, c, k)
-
-
-@pytest.mark.parametrize(("n", "c", "k"), [(5, 6, 1), (5, -1, 1), (5, 2, 0), (5, 2, 6)])
-def test_pass_at_k_rejects_impossible_counts(n: int, c: int, k: int) -> None:
-    with pytest.raises(ValueError):
-        pass_at_k(n, c, k)
-
-
 # ---------------------------------------------------------------- HumanEval through the sandbox
 
 # The canonical solution, its every answer nudged by one: ints +1, strings +"x", lists one
 # element longer, booleans negated. A plausible near-miss rather than an obvious wreck.
-OFF_BY_ONE = '''
+OFF_BY_ONE = """
 
 def _nudge(value):
     if isinstance(value, bool):
@@ -195,7 +163,7 @@ _canonical = {entry_point}
 
 def {entry_point}(*args, **kwargs):
     return _nudge(_canonical(*args, **kwargs))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -225,9 +193,7 @@ def test_every_canonical_completion_passes(humaneval: dict[str, dict[str, Any]],
 
 def test_every_canonical_whole_function_passes(humaneval: dict[str, dict[str, Any]], pool: SandboxPool) -> None:
     # As a chat model answers: the whole function, no imports or helpers from the prompt.
-    programs = {
-        task: humaneval_program(problem, _whole_function(problem)) for task, problem in humaneval.items()
-    }
+    programs = {task: humaneval_program(problem, _whole_function(problem)) for task, problem in humaneval.items()}
     failures = {task: result.reason for task, result in _run_all(pool, programs).items() if not result.passed}
     assert failures == {}
 

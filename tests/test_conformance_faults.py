@@ -259,8 +259,6 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
 EXTRA_ARGUMENTS = {"reasoning-field-vllm": ["--k3-strict-reasoning-field"]}
 
 
-
-
 @pytest.fixture
 def suites_project(pytester: pytest.Pytester) -> pytest.Pytester:
     for name in ("conftest.py", *CONFORMANCE_SUITES):

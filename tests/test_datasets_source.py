@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from k3conformance.datasets.bundled import fixtures_dir, load_fixture
 from k3conformance.datasets.sources import (
     GENERIC_FIELDS,
     GSM8K_FIELDS,
@@ -31,7 +32,6 @@ from k3conformance.datasets.sources import (
     load_dataset_items,
     parse_dataset_spec,
 )
-from k3conformance.datasets.bundled import fixtures_dir, load_fixture
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,10 +43,22 @@ REPO = Path(__file__).resolve().parents[1]
     ("text", "expected", "canonical"),
     [
         ("fixture:math", DatasetSpec("fixture", "math"), "fixture:math"),
-        ("hub:openai/gsm8k:main@test", DatasetSpec("hub", "openai/gsm8k", "main", "test"), "hub:openai/gsm8k:main@test"),
-        ("hub:HuggingFaceH4/MATH-500@test", DatasetSpec("hub", "HuggingFaceH4/MATH-500", None, "test"), "hub:HuggingFaceH4/MATH-500@test"),
+        (
+            "hub:openai/gsm8k:main@test",
+            DatasetSpec("hub", "openai/gsm8k", "main", "test"),
+            "hub:openai/gsm8k:main@test",
+        ),
+        (
+            "hub:HuggingFaceH4/MATH-500@test",
+            DatasetSpec("hub", "HuggingFaceH4/MATH-500", None, "test"),
+            "hub:HuggingFaceH4/MATH-500@test",
+        ),
         ("hub:gsm8k:main", DatasetSpec("hub", "gsm8k", "main", "test"), "hub:gsm8k:main@test"),
-        ("hub:openai/gsm8k:main@test[:100]", DatasetSpec("hub", "openai/gsm8k", "main", "test[:100]"), "hub:openai/gsm8k:main@test[:100]"),
+        (
+            "hub:openai/gsm8k:main@test[:100]",
+            DatasetSpec("hub", "openai/gsm8k", "main", "test[:100]"),
+            "hub:openai/gsm8k:main@test[:100]",
+        ),
         ("  file:/data/gsm8k.jsonl ", DatasetSpec("file", "/data/gsm8k.jsonl"), "file:/data/gsm8k.jsonl"),
         ("file:/data/math.json", DatasetSpec("file", "/data/math.json"), "file:/data/math.json"),
         ("file:/data/part-0.PARQUET", DatasetSpec("file", "/data/part-0.PARQUET"), "file:/data/part-0.PARQUET"),
@@ -121,7 +133,10 @@ def test_missing_fixture_is_unavailable() -> None:
         load_dataset_items("fixture:no-such-suite")
     message = str(caught.value)
     assert message.startswith("dataset fixture:no-such-suite is unavailable: ")
-    assert "set --k3-math-dataset to fixture:math or to a local file: --k3-math-dataset file:/path/to/gsm8k.jsonl" in message
+    assert (
+        "set --k3-math-dataset to fixture:math or to a local file: --k3-math-dataset file:/path/to/gsm8k.jsonl"
+        in message
+    )
 
 
 def test_the_remedy_names_the_option_that_chose_the_data() -> None:
@@ -185,8 +200,14 @@ def test_parquet_file(tmp_path: Path, cache_dir: str) -> None:
 
 def test_gsm8k_shaped_file_gets_gsm8k_fields(tmp_path: Path, cache_dir: str) -> None:
     rows = [
-        {"question": "Natalia sold 48 clips in April and half as many in May. How many in all?", "answer": "48/2 = 24\n48 + 24 = 72\n#### 72"},
-        {"question": "Weng earns $12 an hour. How much for 50 minutes?", "answer": "12/60 = 0.2\n0.2 x 50 = 10\n#### 10"},
+        {
+            "question": "Natalia sold 48 clips in April and half as many in May. How many in all?",
+            "answer": "48/2 = 24\n48 + 24 = 72\n#### 72",
+        },
+        {
+            "question": "Weng earns $12 an hour. How much for 50 minutes?",
+            "answer": "12/60 = 0.2\n0.2 x 50 = 10\n#### 10",
+        },
     ]
     path = _write(tmp_path / "gsm8k-test.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
     dataset = load_dataset_items(f"file:{path}", cache_dir=cache_dir)
@@ -197,7 +218,14 @@ def test_gsm8k_shaped_file_gets_gsm8k_fields(tmp_path: Path, cache_dir: str) -> 
 
 
 def test_math500_shaped_file_gets_math500_fields(tmp_path: Path, cache_dir: str) -> None:
-    row = {"problem": "Compute $\\dbinom{8}{4}$.", "solution": "...", "answer": "70", "subject": "Counting", "level": 2, "unique_id": "test/counting/1.json"}
+    row = {
+        "problem": "Compute $\\dbinom{8}{4}$.",
+        "solution": "...",
+        "answer": "70",
+        "subject": "Counting",
+        "level": 2,
+        "unique_id": "test/counting/1.json",
+    }
     path = _write(tmp_path / "math500.jsonl", json.dumps(row) + "\n")
     assert load_dataset_items(f"file:{path}", cache_dir=cache_dir).items == [
         {"id": "test/counting/1.json", "prompt": row["problem"], "answer": "70"}
@@ -207,7 +235,9 @@ def test_math500_shaped_file_gets_math500_fields(tmp_path: Path, cache_dir: str)
 def test_custom_field_map(tmp_path: Path, cache_dir: str) -> None:
     path = _write(tmp_path / "custom.jsonl", json.dumps({"q": "1 + 1?", "gold": 2, "key": 7}) + "\n")
     fields = FieldMap(id="key", prompt="q", answer="gold")
-    assert load_dataset_items(f"file:{path}", fields=fields, cache_dir=cache_dir).items == [{"id": "7", "prompt": "1 + 1?", "answer": "2"}]
+    assert load_dataset_items(f"file:{path}", fields=fields, cache_dir=cache_dir).items == [
+        {"id": "7", "prompt": "1 + 1?", "answer": "2"}
+    ]
 
 
 def test_missing_file_is_unavailable(tmp_path: Path) -> None:
@@ -216,13 +246,17 @@ def test_missing_file_is_unavailable(tmp_path: Path) -> None:
         load_dataset_items(f"file:{path}")
     message = str(caught.value)
     assert message.startswith(f"dataset file:{path} is unavailable: cannot read {path} (No such file or directory)")
-    assert message.endswith("set --k3-math-dataset to fixture:math or to a local file: --k3-math-dataset file:/path/to/gsm8k.jsonl")
+    assert message.endswith(
+        "set --k3-math-dataset to fixture:math or to a local file: --k3-math-dataset file:/path/to/gsm8k.jsonl"
+    )
     assert caught.value.__cause__ is None and caught.value.__suppress_context__
 
 
 def test_records_without_the_fields_are_unavailable(tmp_path: Path, cache_dir: str) -> None:
     path = _write(tmp_path / "other.jsonl", json.dumps({"text": "hello", "label": 1}) + "\n")
-    with pytest.raises(DatasetUnavailable, match=r"record 0 has no field 'id', 'prompt', 'answer' \(it has 'label', 'text'\)"):
+    with pytest.raises(
+        DatasetUnavailable, match=r"record 0 has no field 'id', 'prompt', 'answer' \(it has 'label', 'text'\)"
+    ):
         load_dataset_items(f"file:{path}", cache_dir=cache_dir)
 
 
@@ -238,7 +272,13 @@ def test_unreadable_file_is_unavailable(tmp_path: Path, cache_dir: str) -> None:
 
 def _run_python(code: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, cwd=REPO, env=env, check=False
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env=env,
+        check=False,
     )
 
 
@@ -266,7 +306,10 @@ def test_offline_hub_dataset_fails_fast_with_one_message(tmp_path: Path) -> None
     assert float(elapsed) < 30
     assert message.startswith("dataset hub:openai/gsm8k:main@test is unavailable: ConnectionError: ")
     assert "not in the local cache" in message
-    assert "set --k3-math-dataset to fixture:math or to a local file: --k3-math-dataset file:/path/to/gsm8k.jsonl" in message
+    assert (
+        "set --k3-math-dataset to fixture:math or to a local file: --k3-math-dataset file:/path/to/gsm8k.jsonl"
+        in message
+    )
     assert "\n" not in message
 
 
@@ -275,7 +318,10 @@ def test_hub_spec_loads_through_datasets(tmp_path: Path, monkeypatch: pytest.Mon
     # reads a downloaded one: the hub: path end to end, without the network.
     folder = tmp_path / "acme" / "gsm8k-mini"
     folder.mkdir(parents=True)
-    rows = [{"question": "Two plus three?", "answer": "2 + 3 = 5\n#### 5"}, {"question": "Ten hundreds?", "answer": "#### 1,000"}]
+    rows = [
+        {"question": "Two plus three?", "answer": "2 + 3 = 5\n#### 5"},
+        {"question": "Ten hundreds?", "answer": "#### 1,000"},
+    ]
     _write(folder / "test.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
     monkeypatch.chdir(tmp_path)
     dataset = load_dataset_items("hub:acme/gsm8k-mini@test", limit=5, cache_dir=cache_dir)
@@ -326,7 +372,12 @@ def _run_tests(code: str, tests: list[str]) -> subprocess.CompletedProcess[str]:
     # Plain exec in a child process with a timeout: the real sandbox is k3conformance.scoring.sandbox.
     program = code + "\n\n" + "\n\n".join(tests) + "\n"
     return subprocess.run(
-        [sys.executable, "-I", "-c", "import sys; exec(compile(sys.stdin.read(), '<solution>', 'exec'), {'__name__': '__main__'})"],
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            "import sys; exec(compile(sys.stdin.read(), '<solution>', 'exec'), {'__name__': '__main__'})",
+        ],
         input=program,
         check=False,
         capture_output=True,

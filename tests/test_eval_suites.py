@@ -34,7 +34,13 @@ def score_records(run_dir: Path) -> list[dict[str, Any]]:
 
 def test_healthy_profile_scores_every_suite(eval_project: pytest.Pytester) -> None:
     result = eval_project.runpytest(
-        "--k3-results-dir", "out", "--k3-context-lengths", "2000,8000", "--k3-coding-dataset", "humaneval,fixture:coding", "-q"
+        "--k3-results-dir",
+        "out",
+        "--k3-context-lengths",
+        "2000,8000",
+        "--k3-coding-dataset",
+        "humaneval,fixture:coding",
+        "-q",
     )
     result.assert_outcomes(passed=41 + 164 + 13 + 12)
     assert "| accuracy [95% CI]" in result.stdout.str() and "mean output tokens |" in result.stdout.str()
@@ -51,7 +57,9 @@ def test_healthy_profile_scores_every_suite(eval_project: pytest.Pytester) -> No
 
 
 def test_records_say_what_was_extracted_and_why(eval_project: pytest.Pytester) -> None:
-    eval_project.runpytest("--k3-results-dir", "out", "--k3-limit", "5", "--k3-samples", "2", "--k3-context-lengths", "2000")
+    eval_project.runpytest(
+        "--k3-results-dir", "out", "--k3-limit", "5", "--k3-samples", "2", "--k3-context-lengths", "2000"
+    )
     run_dir = only_run(eval_project.path / "out")
     records = score_records(run_dir)
     math = [record for record in records if record["suite"] == "math"]
@@ -59,7 +67,9 @@ def test_records_say_what_was_extracted_and_why(eval_project: pytest.Pytester) -
     for record in math:
         score = record["score"]
         assert score["samples"] == 2 and len(score["details"]) == 2
-        assert all(detail["method"] in ("math-verify", "sympy", "exact") and detail["extracted"] for detail in score["details"])
+        assert all(
+            detail["method"] in ("math-verify", "sympy", "exact") and detail["extracted"] for detail in score["details"]
+        )
     coding = [record for record in records if record["suite"] == "coding"]
     reasons = {detail["outcome"] for record in coding for detail in record["score"]["details"]}
     assert "passed" in reasons and len(coding) == 5
@@ -67,7 +77,16 @@ def test_records_say_what_was_extracted_and_why(eval_project: pytest.Pytester) -
 
 def test_answers_that_cannot_be_scored_fail(eval_project: pytest.Pytester) -> None:
     # The answer swallowed into the reasoning: content empty with finish_reason stop.
-    result = eval_project.runpytest("--k3-endpoint", "reference:empty-content", "--k3-results-dir", "out", "--k3-limit", "3", "--k3-context-lengths", "2000")
+    result = eval_project.runpytest(
+        "--k3-endpoint",
+        "reference:empty-content",
+        "--k3-results-dir",
+        "out",
+        "--k3-limit",
+        "3",
+        "--k3-context-lengths",
+        "2000",
+    )
     result.assert_outcomes(failed=3 + 3 + 3)
     assert "[layer: parser] expected an answer in content after the reasoning" in result.stdout.str()
 
@@ -87,13 +106,18 @@ def test_missing_dataset_is_one_clear_message(eval_project: pytest.Pytester, mon
 
 @pytest.mark.parametrize("name", ["mbpp.jsonl", "openai_humaneval.jsonl"])
 def test_coding_datasets_in_their_own_formats_run(tmp_path: Path, name: str) -> None:
-    from k3conformance.scoring.code_solutions import humaneval_program, tests_program
     from k3conformance.datasets.suite_items import load_coding_dataset
+    from k3conformance.scoring.code_solutions import humaneval_program, tests_program
     from k3conformance.scoring.sandbox import run_python
 
     solution = "def add(a, b):\n    return a + b\n"
     if name.startswith("mbpp"):
-        row = {"task_id": 11, "text": "Write a function add(a, b).", "code": solution, "test_list": ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]}
+        row = {
+            "task_id": 11,
+            "text": "Write a function add(a, b).",
+            "code": solution,
+            "test_list": ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"],
+        }
     else:
         row = {
             "task_id": "HumanEval/x",

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from k3conformance.runs.stored import StoredRun
+from k3conformance.endpoint.shapes import get_shape, server_args
 from k3conformance.gate.decision import GateSettings, gate
 from k3conformance.gate.report import markdown_report, text_report
-from k3conformance.endpoint.shapes import get_shape, server_args
+from k3conformance.runs.stored import StoredRun
 
 
 def summary(
@@ -23,7 +23,13 @@ def summary(
     checks: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     scores = {
-        f"item-{i}": {"samples": 1, "correct": float(i < right), "truncated": int(i >= items - looping), "looping": int(i >= items - looping), "no_answer": 0}
+        f"item-{i}": {
+            "samples": 1,
+            "correct": float(i < right),
+            "truncated": int(i >= items - looping),
+            "looping": int(i >= items - looping),
+            "no_answer": 0,
+        }
         for i in range(items)
     }
     described = get_shape(server_shape) if server_shape else None
@@ -51,13 +57,17 @@ def test_identical_large_runs_pass() -> None:
 
 
 def test_looping_alone_fails_the_gate() -> None:
-    result = gate(run(summary(items=2000, right=1800)), run(summary(items=2000, right=1800, looping=60)), GateSettings())
+    result = gate(
+        run(summary(items=2000, right=1800)), run(summary(items=2000, right=1800, looping=60)), GateSettings()
+    )
     assert result.verdict == "FAIL"
     assert any("looping rate 0.0% → 3.0%" in reason for reason in result.reasons)
 
 
 def test_unfinished_candidate_is_incomplete() -> None:
-    result = gate(run(summary(items=2000, right=1800)), run(summary(items=2000, right=1800, status="incomplete")), GateSettings())
+    result = gate(
+        run(summary(items=2000, right=1800)), run(summary(items=2000, right=1800, status="incomplete")), GateSettings()
+    )
     assert result.verdict == "INCOMPLETE" and result.fails()
     assert any("--k3-resume" in reason for reason in result.reasons)
 
@@ -77,7 +87,9 @@ def test_unknown_shapes_need_coding_and_math() -> None:
 
 
 def test_same_known_shape_needs_no_particular_suite() -> None:
-    result = gate(run(summary(items=2000, right=1800)), run(summary(items=2000, right=1800, suites=("math",))), GateSettings())
+    result = gate(
+        run(summary(items=2000, right=1800)), run(summary(items=2000, right=1800, suites=("math",))), GateSettings()
+    )
     assert result.shape is not None and result.shape.differences == []
     assert result.verdict == "PASS"
 
@@ -91,7 +103,10 @@ def test_contradicting_shape_label_is_reported() -> None:
 
 def test_check_regression_and_still_failing_checks() -> None:
     before = {"a[plain]": {"passed": 4, "failed": 0}, "b[plain]": {"passed": 2, "failed": 2}}
-    after = {"a[plain]": {"passed": 1, "failed": 3, "excerpts": {"api": "x: [layer: api] expected stop"}}, "b[plain]": {"passed": 0, "failed": 4}}
+    after = {
+        "a[plain]": {"passed": 1, "failed": 3, "excerpts": {"api": "x: [layer: api] expected stop"}},
+        "b[plain]": {"passed": 0, "failed": 4},
+    }
     result = gate(run(summary(checks=before)), run(summary(checks=after)), GateSettings())
     assert [(r.suite, r.check) for r in result.regressions] == [("reasoning", "a[plain]")]
     assert result.verdict == "FAIL"

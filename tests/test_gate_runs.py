@@ -84,17 +84,28 @@ def test_same_deployment_is_inconclusive_in_warn_mode_and_fails_in_strict_mode(g
     assert verdict["verdict"] == "INCONCLUSIVE" and not verdict["fails"]
     assert verdict["accuracy"]["coding"]["difference"] == 0.0
     warn.stdout.fnmatch_lines(["*WARNING: the gate is INCONCLUSIVE*"])
-    strict = run(gate_project, "reference:tp8", "--k3-baseline", "tp8", "--k3-shape", "tp8-strict", "--k3-gate", "strict")
+    strict = run(
+        gate_project, "reference:tp8", "--k3-baseline", "tp8", "--k3-shape", "tp8-strict", "--k3-gate", "strict"
+    )
     assert strict.ret == 1
     assert gate_file(gate_project, "tp8-strict")["fails"]
 
 
 def test_shape_label_contradicted_by_the_server_is_reported(gate_project: pytest.Pytester) -> None:
     result = gate_project.runpytest(
-        "test_math.py", "--k3-endpoint", "reference:ep32-megamoe", "--k3-shape", "tp8", "--k3-results-dir", "out", *COMMON
+        "test_math.py",
+        "--k3-endpoint",
+        "reference:ep32-megamoe",
+        "--k3-shape",
+        "tp8",
+        "--k3-results-dir",
+        "out",
+        *COMMON,
     )
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["*WARNING --k3-shape tp8 means tp_size=8 (TP8 Low-Latency), but the server reports tp_size=32*"])
+    result.stdout.fnmatch_lines(
+        ["*WARNING --k3-shape tp8 means tp_size=8 (TP8 Low-Latency), but the server reports tp_size=32*"]
+    )
     summary = json.loads(next((gate_project.path / "out" / "tp8").glob("*/summary.json")).read_text())
     assert summary["shape_settings"]["source"] == "server" and summary["shape_settings"]["settings"]["ep"] == 32
     assert summary["shape_settings"]["contradictions"]
@@ -103,13 +114,22 @@ def test_shape_label_contradicted_by_the_server_is_reported(gate_project: pytest
 def test_shape_change_gated_on_math_alone_is_incomplete(gate_project: pytest.Pytester) -> None:
     store_baseline(gate_project)
     result = gate_project.runpytest(
-        "test_math.py", "--k3-endpoint", "reference:ep32-deepep", "--k3-results-dir", "out", *COMMON, "--k3-baseline", "tp8"
+        "test_math.py",
+        "--k3-endpoint",
+        "reference:ep32-deepep",
+        "--k3-results-dir",
+        "out",
+        *COMMON,
+        "--k3-baseline",
+        "tp8",
     )
     assert result.ret == 1
     verdict = gate_file(gate_project, "reference-ep32-deepep")
     assert verdict["verdict"] == "INCOMPLETE"
     assert verdict["shape"]["missing_suites"] == ["coding"]
-    result.stdout.fnmatch_lines(["*INCOMPLETE: the shape differs from the baseline's, and the coding suite did not run*"])
+    result.stdout.fnmatch_lines(
+        ["*INCOMPLETE: the shape differs from the baseline's, and the coding suite did not run*"]
+    )
 
 
 def test_deepep_drop_inside_the_margin_does_not_fail(gate_project: pytest.Pytester) -> None:

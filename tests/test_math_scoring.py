@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from k3conformance.scoring import math_answers as math_scoring
 from k3conformance.datasets.bundled import load_fixture
+from k3conformance.scoring import math_answers as math_scoring
 from k3conformance.scoring.math_answers import (
     MathScore,
     extract_boxed,
@@ -78,7 +78,9 @@ def test_extract_boxed_takes_the_last_box(text: str, expected: str) -> None:
     assert extract_boxed(text) == expected
 
 
-@pytest.mark.parametrize("text", [None, "", "The answer is 42.", r"\boxed{12", r"\boxed{1} and \boxed{2", r"\boxedtext{3}"])
+@pytest.mark.parametrize(
+    "text", [None, "", "The answer is 42.", r"\boxed{12", r"\boxed{1} and \boxed{2", r"\boxedtext{3}"]
+)
 def test_extract_boxed_without_a_complete_box_is_none(text: str | None) -> None:
     assert extract_boxed(text) is None
 
@@ -238,7 +240,11 @@ def test_a_reset_of_sys_modules_does_not_mix_two_sympy_copies() -> None:
             del sys.modules[name]
         sys.modules.update(original)
     math_scoring._compare.cache_clear()
-    for gold, response in [(r"2\sqrt{3}", r"\boxed{\sqrt{12}}"), (r"\{1, 2\}", r"\boxed{\{2, 1\}}"), ("x^2 + 1", r"\boxed{1 + x^2}")]:
+    for gold, response in [
+        (r"2\sqrt{3}", r"\boxed{\sqrt{12}}"),
+        (r"\{1, 2\}", r"\boxed{\{2, 1\}}"),
+        ("x^2 + 1", r"\boxed{1 + x^2}"),
+    ]:
         assert score_math(gold, response) == MathScore(True, extract_boxed(response), "math-verify")
 
 

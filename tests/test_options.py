@@ -15,7 +15,9 @@ def test_defaults_follow_the_model_card(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("-s")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
-        ["*endpoint='reference'*think_mode='opensource', reasoning_effort='max', concurrency=16*temperature=1.0, top_p=0.95*"]
+        [
+            "*endpoint='reference'*think_mode='opensource', reasoning_effort='max', concurrency=16*temperature=1.0, top_p=0.95*"
+        ]
     )
 
 
@@ -65,7 +67,9 @@ def test_environment_beats_ini_and_key_never_shows(pytester: pytest.Pytester, mo
         (["--k3-top-p", "0"], "*expected a positive number*"),
     ],
 )
-def test_bad_command_line_values_are_usage_errors(pytester: pytest.Pytester, arguments: list[str], message: str) -> None:
+def test_bad_command_line_values_are_usage_errors(
+    pytester: pytest.Pytester, arguments: list[str], message: str
+) -> None:
     pytester.makepyfile("def test_never(): pass")
     result = pytester.runpytest(*arguments)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -78,14 +82,28 @@ def test_bad_ini_value_names_its_origin(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_never(): pass")
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*ini option k3_samples in *tox.ini (for --k3-samples): expected a positive integer, got 'many'*"])
+    result.stderr.fnmatch_lines(
+        ["*ini option k3_samples in *tox.ini (for --k3-samples): expected a positive integer, got 'many'*"]
+    )
 
 
 def test_help_lists_every_option(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--help")
     for flag in (
-        "--k3-endpoint", "--k3-model", "--k3-api-key", "--k3-shape", "--k3-results-dir", "--k3-think-mode",
-        "--k3-reasoning-effort", "--k3-concurrency", "--k3-timeout", "--k3-retries", "--k3-samples",
-        "--k3-limit", "--k3-max-tokens", "--k3-seed", "--k3-resume",
+        "--k3-endpoint",
+        "--k3-model",
+        "--k3-api-key",
+        "--k3-shape",
+        "--k3-results-dir",
+        "--k3-think-mode",
+        "--k3-reasoning-effort",
+        "--k3-concurrency",
+        "--k3-timeout",
+        "--k3-retries",
+        "--k3-samples",
+        "--k3-limit",
+        "--k3-max-tokens",
+        "--k3-seed",
+        "--k3-resume",
     ):
         result.stdout.fnmatch_lines([f"*{flag}*"])

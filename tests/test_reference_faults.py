@@ -487,7 +487,9 @@ def parallel_calls_share_one_id(faulty: RunningServer, healthy: RunningServer) -
             "functions.get_weather:0",
             "functions.get_weather:1",
         ]
-        assert [call["id"] for call in answer(faulty, asked, stream).tool_calls or []] == ["functions.get_weather:0"] * 2
+        assert [call["id"] for call in answer(faulty, asked, stream).tool_calls or []] == [
+            "functions.get_weather:0"
+        ] * 2
 
 
 @shows("tool-choice-none-ignored")

@@ -428,7 +428,12 @@ NAMED_MISSING = {"type": "function", "function": {"name": "nope"}}
         {"stream_options": {"include_usage": True}},
         {"messages": [{"role": "assistant", "content": None, "tool_calls": "nope"}, {"role": "user", "content": "hi"}]},
         # A history turn with a null reasoning (llama.cpp answers it with HTTP 500).
-        {"messages": [{"role": "assistant", "content": "ok", "reasoning_content": None}, {"role": "user", "content": "hi"}]},
+        {
+            "messages": [
+                {"role": "assistant", "content": "ok", "reasoning_content": None},
+                {"role": "user", "content": "hi"},
+            ]
+        },
         {
             "tools": [function_tool("remote", {"properties": {"x": {"$ref": "https://x.org/s.json"}}})],
             "tool_choice": "required",

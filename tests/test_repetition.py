@@ -8,11 +8,48 @@ import pytest
 
 from k3conformance.scoring.repetition import RepetitionConfig, RepetitionReport, detect, detect_output
 
-_WORDS = (
-    "the kernel routes each token to eight experts and the server streams the answer back "
-    "while we check whether a cache miss changes results so reasoning should stay coherent "
-    "across long contexts because every layer depends on accurate expert weights"
-).split()
+_WORDS = [
+    "the",
+    "kernel",
+    "routes",
+    "each",
+    "token",
+    "to",
+    "eight",
+    "experts",
+    "and",
+    "the",
+    "server",
+    "streams",
+    "the",
+    "answer",
+    "back",
+    "while",
+    "we",
+    "check",
+    "whether",
+    "a",
+    "cache",
+    "miss",
+    "changes",
+    "results",
+    "so",
+    "reasoning",
+    "should",
+    "stay",
+    "coherent",
+    "across",
+    "long",
+    "contexts",
+    "because",
+    "every",
+    "layer",
+    "depends",
+    "on",
+    "accurate",
+    "expert",
+    "weights",
+]
 
 
 def varied_prose(chars: int, seed: int = 0) -> str:
@@ -242,9 +279,9 @@ def test_config_changes_the_rule() -> None:
 
 
 def test_config_rejects_nonsense() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="min_block_chars <= max_block_chars"):
         RepetitionConfig(min_block_chars=50, max_block_chars=10)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="one copy is not a repeat"):
         RepetitionConfig(min_repeats=1)
 
 

@@ -24,7 +24,9 @@ def test_header_names_endpoint_model_shape_and_records(suite_project: pytest.Pyt
             "k3conformance: NOTE the k3conformance reference deployment is a SIMULATOR*",
         ]
     )
-    result.stdout.fnmatch_lines(["| smoke * 3 * 9 * 9 * 0 * 0 * 0 * 100.0% *", "*(complete): records in out/reference-tp8/*"])
+    result.stdout.fnmatch_lines(
+        ["| smoke * 3 * 9 * 9 * 0 * 0 * 0 * 100.0% *", "*(complete): records in out/reference-tp8/*"]
+    )
 
 
 def test_explicit_shape_wins_over_the_reference_label(suite_project: pytest.Pytester) -> None:
@@ -50,7 +52,11 @@ def test_records_and_summary_carry_provenance(suite_project: pytest.Pytester) ->
         ("smoke", item, 0, step) for item in ("pong", "capital-of-france", "sum-17-25") for step in ("plain", "stream")
     )
     plain = responses[("smoke", "pong", 0, "plain")][0]
-    assert plain["request"]["chat_template_kwargs"] == {"thinking": True, "preserve_thinking": True, "thinking_effort": "max"}
+    assert plain["request"]["chat_template_kwargs"] == {
+        "thinking": True,
+        "preserve_thinking": True,
+        "thinking_effort": "max",
+    }
     assert plain["request"]["reasoning_effort"] == "max"
     assert plain["response"]["reasoning_field"] == "reasoning_content"
     assert plain["response"]["reasoning"]
@@ -63,9 +69,9 @@ def test_records_and_summary_carry_provenance(suite_project: pytest.Pytester) ->
 
 
 def test_kimi_think_mode_sends_the_thinking_object(suite_project: pytest.Pytester) -> None:
-    suite_project.runpytest("--k3-results-dir", "out", "--k3-think-mode", "kimi", "--k3-reasoning-effort", "low").assert_outcomes(
-        passed=9
-    )
+    suite_project.runpytest(
+        "--k3-results-dir", "out", "--k3-think-mode", "kimi", "--k3-reasoning-effort", "low"
+    ).assert_outcomes(passed=9)
     record = responses_by_key(only_run(suite_project.path / "out"))[("smoke", "pong", 0, "plain")][0]
     assert record["request"]["thinking"] == {"type": "enabled", "keep": "all", "effort": "low"}
     assert "chat_template_kwargs" not in record["request"]
@@ -77,7 +83,10 @@ def test_xdist_gives_the_same_records(suite_project: pytest.Pytester, workers: l
     baseline.assert_outcomes(passed=9)
     result = suite_project.runpytest_subprocess("--k3-results-dir", "out", *workers)
     result.assert_outcomes(passed=9)
-    expected = {key: [comparable(r) for r in records] for key, records in responses_by_key(only_run(suite_project.path / "single")).items()}
+    expected = {
+        key: [comparable(r) for r in records]
+        for key, records in responses_by_key(only_run(suite_project.path / "single")).items()
+    }
     run_dir = only_run(suite_project.path / "out")
     got = {key: [comparable(r) for r in records] for key, records in responses_by_key(run_dir).items()}
     assert got == expected
@@ -86,7 +95,10 @@ def test_xdist_gives_the_same_records(suite_project: pytest.Pytester, workers: l
     assert summary["suites"]["smoke"]["passed"] == 9
     assert sorted(summary["datasets"]["smoke"]["items"]) == ["capital-of-france", "pong", "sum-17-25"]
     if workers == ["-n", "2"]:
-        assert sorted(path.name for path in run_dir.glob("records-*.jsonl")) == ["records-gw0.jsonl", "records-gw1.jsonl"]
+        assert sorted(path.name for path in run_dir.glob("records-*.jsonl")) == [
+            "records-gw0.jsonl",
+            "records-gw1.jsonl",
+        ]
 
 
 MANY_PROBES = """
@@ -112,7 +124,16 @@ def test_killed_run_resumes_without_resending_finished_requests(
     pytester: pytest.Pytester, slow_reference: RunningServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytester.makepyfile(test_many=MANY_PROBES)
-    common = ["--k3-endpoint", slow_reference.url, "--k3-shape", "tp8", "--k3-results-dir", "out", "--k3-concurrency", "4"]
+    common = [
+        "--k3-endpoint",
+        slow_reference.url,
+        "--k3-shape",
+        "tp8",
+        "--k3-results-dir",
+        "out",
+        "--k3-concurrency",
+        "4",
+    ]
     monkeypatch.setenv("KILL_AT", "q03")
     killed = pytester.runpytest_subprocess(*common)
     assert killed.ret == -9
@@ -133,7 +154,9 @@ def test_killed_run_resumes_without_resending_finished_requests(
     assert summary["status"] == "complete"
     assert summary["requests"]["resumed"] == len(finished)
     assert summary["requests"]["sent"] == 48 - len(finished)
-    resumed.stdout.fnmatch_lines([f"requests: {48 - len(finished)} sent *, {len(finished)} reused from an earlier session*"])
+    resumed.stdout.fnmatch_lines(
+        [f"requests: {48 - len(finished)} sent *, {len(finished)} reused from an earlier session*"]
+    )
 
 
 def test_resume_without_an_incomplete_run_is_a_usage_error(suite_project: pytest.Pytester) -> None:
@@ -165,7 +188,9 @@ def test_wrong_key_is_one_clear_error(suite_project: pytest.Pytester, monkeypatc
     monkeypatch.setenv("K3_REFERENCE_API_KEY", "sk-right")
     result = suite_project.runpytest("--k3-results-dir", "out", "--k3-api-key", "sk-wrong")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: The endpoint rejected the credentials: GET http://127.0.0.1:*/v1/models answered HTTP 401*"])
+    result.stderr.fnmatch_lines(
+        ["ERROR: The endpoint rejected the credentials: GET http://127.0.0.1:*/v1/models answered HTTP 401*"]
+    )
     assert "sk-wrong" not in result.stdout.str() + result.stderr.str()
     assert "Traceback" not in result.stderr.str()
 

@@ -28,7 +28,11 @@ LOUD = ["-rA", "-v", "--showlocals", "--tb=long", "--log-level=DEBUG", "--junitx
 
 def assert_nowhere(result: pytest.RunResult, root: Path, *secrets: str) -> None:
     shown = result.stdout.str() + result.stderr.str()
-    written = [path for path in root.rglob("*") if path.is_file() and path.suffix in (".json", ".jsonl", ".xml", ".txt", ".log")]
+    written = [
+        path
+        for path in root.rglob("*")
+        if path.is_file() and path.suffix in (".json", ".jsonl", ".xml", ".txt", ".log")
+    ]
     for secret in secrets:
         assert secret not in shown, f"{secret!r} shown on the terminal"
         for path in written:
@@ -49,7 +53,9 @@ def test_a_correct_key_completes_and_is_nowhere_under_xdist(
     suite_project: pytest.Pytester, keyed_server: RunningServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("K3_API_KEY", API_KEY)
-    result = suite_project.runpytest_subprocess("--k3-endpoint", keyed_server.url, "--k3-results-dir", "out", "-n", "2", *LOUD)
+    result = suite_project.runpytest_subprocess(
+        "--k3-endpoint", keyed_server.url, "--k3-results-dir", "out", "-n", "2", *LOUD
+    )
     result.assert_outcomes(passed=9)
     run_dir = only_run(suite_project.path / "out")
     assert summary_of(run_dir)["status"] == "complete"
@@ -84,7 +90,12 @@ def test_failing_requests_are_reported_without_the_key(
     outcomes = result.parseoutcomes()
     assert outcomes.get("errors", 0) >= 3 and "failed" not in outcomes
     result.stdout.fnmatch_lines(["*[[]layer: infra[]] smoke/*: not scored, the endpoint failed: *"])
-    failures = [r for records in responses_by_key(only_run(suite_project.path / "out")).values() for r in records if r.get("error")]
+    failures = [
+        r
+        for records in responses_by_key(only_run(suite_project.path / "out")).values()
+        for r in records
+        if r.get("error")
+    ]
     assert failures and all(r["status"] == "infra_error" for r in failures)
     assert_nowhere(result, suite_project.path, API_KEY)
 
@@ -95,7 +106,9 @@ def test_credentials_in_the_endpoint_url_are_stripped_everywhere_under_xdist(
     monkeypatch.setenv("K3_API_KEY", API_KEY)
     with start_in_thread(get_profile("tp8")) as server:
         endpoint = with_credentials(server.url)
-        result = suite_project.runpytest_subprocess("--k3-endpoint", endpoint, "--k3-results-dir", "out", "-n", "2", *LOUD)
+        result = suite_project.runpytest_subprocess(
+            "--k3-endpoint", endpoint, "--k3-results-dir", "out", "-n", "2", *LOUD
+        )
     result.assert_outcomes(passed=9)
     result.stdout.fnmatch_lines([f"k3conformance: endpoint {server.url}, model kimi-k3-simulator, shape unlabelled"])
     run_dir = only_run(suite_project.path / "out")
@@ -114,7 +127,9 @@ def test_url_credentials_are_sent_as_basic_auth_not_in_the_url() -> None:
 
 
 def test_an_unreachable_endpoint_is_reported_without_its_credentials(suite_project: pytest.Pytester) -> None:
-    result = suite_project.runpytest("--k3-endpoint", with_credentials("http://127.0.0.1:9/v1"), "--k3-retries", "0", *LOUD)
+    result = suite_project.runpytest(
+        "--k3-endpoint", with_credentials("http://127.0.0.1:9/v1"), "--k3-retries", "0", *LOUD
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: Cannot reach the K3 endpoint: GET http://127.0.0.1:9/v1/models failed*"])
     assert_nowhere(result, suite_project.path, PASSWORD, f"{USER}:")

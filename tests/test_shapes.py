@@ -111,7 +111,9 @@ def test_every_shape_round_trips_through_server_info(name: str) -> None:
     assert settings_from_server_info(args) == shape.settings
     # As the plugin stores it, and with the arguments nested as some SGLang versions do.
     assert settings_from_server_info({"get_server_info": {**args, "version": "0.5"}}) == shape.settings
-    assert settings_from_server_info({"server_info": {"server_args": args}, "version": {"version": "x"}}) == shape.settings
+    assert (
+        settings_from_server_info({"server_info": {"server_args": args}, "version": {"version": "x"}}) == shape.settings
+    )
 
 
 @pytest.mark.parametrize("name", ["tp8", "dp4-ep32-megamoe", "ep32-megamoe", "prefill-pp8"])

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from run_files import REPO, only_run, responses_by_key, summary_of
 
-from k3conformance.runs.records import iter_records
 from k3conformance.reference.faults import TRANSPORT_FAULTS
 from k3conformance.reference.profiles import get_profile, profiles_of_kind
 from k3conformance.reference.server import RunningServer, start_in_thread
 from k3conformance.reference.transport import HANDLED_FAULTS
+from k3conformance.runs.records import iter_records
 
 SMOKE_REQUESTS = 6
 SMOKE_TESTS = 9
@@ -96,7 +96,9 @@ def test_without_retries_hit_requests_are_infra_errors_and_resume_completes(
         outcomes = first.parseoutcomes()
         assert "failed" not in outcomes, "an infrastructure error was scored as a wrong answer"
         assert outcomes.get("errors", 0) >= 3 and outcomes.get("passed", 0) + outcomes["errors"] == SMOKE_TESTS
-        first.stdout.fnmatch_lines(["*[[]layer: infra[]] smoke/*: not scored, the endpoint failed: *(after 1 attempt(s))*"])
+        first.stdout.fnmatch_lines(
+            ["*[[]layer: infra[]] smoke/*: not scored, the endpoint failed: *(after 1 attempt(s))*"]
+        )
         first.stdout.fnmatch_lines(["*(incomplete): records in out/transport/*", "*rerun with --k3-resume*"])
 
         run_dir = only_run(smoke_project.path / "out")
@@ -157,7 +159,9 @@ def test_a_request_still_failing_after_the_retry_budget_is_an_infra_error(smoke_
     run_dir = only_run(smoke_project.path / "out")
     failures = [r for records in responses_by_key(run_dir).values() for r in records if r["status"] != "ok"]
     assert len(failures) == 3
-    assert {(r["attempts"], r["error"]["http_status"], r["error"]["error_class"]) for r in failures} == {(2, 500, "infra")}
+    assert {(r["attempts"], r["error"]["http_status"], r["error"]["error_class"]) for r in failures} == {
+        (2, 500, "infra")
+    }
     assert summary_of(run_dir)["status"] == "incomplete"
 
 
@@ -184,7 +188,10 @@ def wait_for(condition: Any, what: str, deadline_s: float = 60.0) -> None:
 
 def response_lines(results: Path) -> int:
     return sum(
-        1 for path in results.glob("*/*/records-*.jsonl") for line in path.read_bytes().splitlines() if b'"kind": "response"' in line
+        1
+        for path in results.glob("*/*/records-*.jsonl")
+        for line in path.read_bytes().splitlines()
+        if b'"kind": "response"' in line
     )
 
 
@@ -196,7 +203,9 @@ def restartable_server() -> Iterator[list[RunningServer]]:
         server.stop()
 
 
-def test_a_server_restarted_mid_run_on_the_same_port(pytester: pytest.Pytester, restartable_server: list[RunningServer]) -> None:
+def test_a_server_restarted_mid_run_on_the_same_port(
+    pytester: pytest.Pytester, restartable_server: list[RunningServer]
+) -> None:
     pytester.makepyfile(test_many=MANY_PROBES)
     first = restartable_server[0]
     port = int(first.url.rsplit(":", 1)[1].split("/")[0])

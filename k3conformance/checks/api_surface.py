@@ -33,7 +33,10 @@ def check_json_schema_content(completion: Completion, schema: Mapping[str, Any],
         got=content,
         hint="the server may ignore response_format (no structured-output backend, or not forwarded)",
     )
-    errors = [f"{'/'.join(map(str, error.absolute_path)) or '(root)'}: {error.message}" for error in Draft202012Validator(schema).iter_errors(value)]
+    errors = [
+        f"{'/'.join(map(str, error.absolute_path)) or '(root)'}: {error.message}"
+        for error in Draft202012Validator(schema).iter_errors(value)
+    ]
     expect(not errors, layer="api", expected=f"content valid against the schema ({mode})", got="; ".join(errors[:3]))
 
 

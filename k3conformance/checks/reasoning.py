@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from k3conformance.checks.failures import excerpt, expect
-from k3conformance.endpoint.completion import Completion, StreamStats
 from k3conformance.checks.markup import find_markup
 from k3conformance.checks.significance import permutation_p_greater
+from k3conformance.endpoint.completion import Completion, StreamStats
 
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
 STRICT_FIELD = "reasoning_content"

@@ -43,14 +43,14 @@ class Agreement:
 
 
 def agreement(first: Sequence[str | None], warm: Sequence[str | None], cold: Sequence[str | None]) -> Agreement:
-    warm_hits = [a is not None and a == b for a, b in zip(first, warm)]
-    cold_hits = [a is not None and a == b for a, b in zip(first, cold)]
+    warm_hits = [a is not None and a == b for a, b in zip(first, warm, strict=True)]
+    cold_hits = [a is not None and a == b for a, b in zip(first, cold, strict=True)]
     return Agreement(
         items=len(first),
         warm_agrees=sum(warm_hits),
         cold_agrees=sum(cold_hits),
-        only_cold=sum(c and not w for w, c in zip(warm_hits, cold_hits)),
-        only_warm=sum(w and not c for w, c in zip(warm_hits, cold_hits)),
+        only_cold=sum(c and not w for w, c in zip(warm_hits, cold_hits, strict=True)),
+        only_warm=sum(w and not c for w, c in zip(warm_hits, cold_hits, strict=True)),
     )
 
 

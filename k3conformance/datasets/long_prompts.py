@@ -6,11 +6,41 @@ from __future__ import annotations
 import random
 import re
 
-_WORDS = (
-    "ledger quarterly river lantern orchard meridian copper signal harbor paper window garden "
-    "council engine valley winter market silver library compass thread basin harvest beacon "
-    "station granite meadow archive canal timber summit pattern journal"
-).split()
+_WORDS = [
+    "ledger",
+    "quarterly",
+    "river",
+    "lantern",
+    "orchard",
+    "meridian",
+    "copper",
+    "signal",
+    "harbor",
+    "paper",
+    "window",
+    "garden",
+    "council",
+    "engine",
+    "valley",
+    "winter",
+    "market",
+    "silver",
+    "library",
+    "compass",
+    "thread",
+    "basin",
+    "harvest",
+    "beacon",
+    "station",
+    "granite",
+    "meadow",
+    "archive",
+    "canal",
+    "timber",
+    "summit",
+    "pattern",
+    "journal",
+]
 # English prose runs at about 1.3 tokens per word for K3-class tokenizers.
 TOKENS_PER_WORD = 1.3
 _NEEDLE = "The value of the key '{key}' is '{value}'."

@@ -27,10 +27,10 @@ from typing import Any, Literal
 from k3conformance.datasets.bundled import load_fixture
 
 __all__ = [
+    "AIME_FIELDS",
     "GENERIC_FIELDS",
     "GSM8K_FIELDS",
     "MATH500_FIELDS",
-    "AIME_FIELDS",
     "DatasetSpec",
     "DatasetUnavailable",
     "FieldMap",
@@ -155,9 +155,7 @@ def _parse_hub(text: str, rest: str) -> DatasetSpec:
 def _parse_file(text: str, path_text: str) -> DatasetSpec:
     path = Path(path_text).expanduser()
     if path.suffix.lower() not in FILE_SUFFIXES:
-        raise argparse.ArgumentTypeError(
-            f"expected file:PATH ending in .json, .jsonl or .parquet, got {text!r}"
-        )
+        raise argparse.ArgumentTypeError(f"expected file:PATH ending in .json, .jsonl or .parquet, got {text!r}")
     return DatasetSpec("file", str(path))
 
 
@@ -235,7 +233,7 @@ def _hub_rows(spec: DatasetSpec, limit: int | None, cache_dir: str | None) -> tu
     datasets = _import_datasets()
     try:
         dataset = datasets.load_dataset(spec.name, spec.config, split=spec.split, cache_dir=cache_dir)
-    except Exception as error:  # noqa: BLE001 - reported as DatasetUnavailable, with its type
+    except Exception as error:
         # Offline and not cached is a ConnectionError; a wrong name, DatasetNotFoundError;
         # a wrong config or split, ValueError. All mean the same to the run: no data.
         raise _Unavailable(_hub_reason(error)) from None
@@ -273,7 +271,7 @@ def _file_rows(spec: DatasetSpec, limit: int | None, cache_dir: str | None) -> t
         options["field"] = "items"  # a file in the fixtures' own format
     try:
         dataset = datasets.load_dataset(builder, data_files=str(path), split="train", cache_dir=cache_dir, **options)
-    except Exception as error:  # noqa: BLE001 - reported as DatasetUnavailable, with its type
+    except Exception as error:
         detail = " ".join(str(error).split())[:300]
         raise _Unavailable(f"{path} is not readable as {builder} ({type(error).__name__}: {detail})") from None
     return _first_rows(dataset, limit), hashlib.sha256(raw).hexdigest()

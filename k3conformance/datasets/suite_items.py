@@ -14,6 +14,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from k3conformance.datasets.bundled import load_fixture
 from k3conformance.datasets.sources import (
     DatasetUnavailable,
     FieldMap,
@@ -21,7 +22,6 @@ from k3conformance.datasets.sources import (
     load_dataset_items,
     parse_dataset_spec,
 )
-from k3conformance.datasets.bundled import load_fixture
 from k3conformance.options import HUMANEVAL, Settings
 
 __all__ = ["DatasetUnavailable", "check_datasets", "load_coding_items", "load_math_items"]
@@ -53,7 +53,11 @@ def _coding_item(item: dict[str, Any]) -> dict[str, Any]:
     if "test_list" in item:
         # MBPP's text does not name the function: its first test does (as in MBPP's own prompt).
         tests = item["test_list"]
-        return {**item, "prompt": f"{item['prompt']}\nYour code should pass this test:\n{tests[0]}", "tests": _test_source(tests)}
+        return {
+            **item,
+            "prompt": f"{item['prompt']}\nYour code should pass this test:\n{tests[0]}",
+            "tests": _test_source(tests),
+        }
     return {**item, "tests": _test_source(item["tests"])}
 
 
@@ -94,7 +98,12 @@ def _humaneval() -> CodingDataset:
         ) from None
     problems = [json.loads(line) for line in gzip.decompress(raw).decode().splitlines() if line.strip()]
     items = tuple(
-        {"id": problem["task_id"], "prompt": problem["prompt"], "test": problem["test"], "entry_point": problem["entry_point"]}
+        {
+            "id": problem["task_id"],
+            "prompt": problem["prompt"],
+            "test": problem["test"],
+            "entry_point": problem["entry_point"],
+        }
         for problem in problems
     )
     return CodingDataset("humaneval", hashlib.sha256(raw).hexdigest(), items)
@@ -105,7 +114,12 @@ def load_coding_dataset(spec: str, limit: int | None) -> CodingDataset:
     if spec.startswith("fixture:"):
         fixture = load_fixture(spec.partition(":")[2])
         items = tuple(
-            {"id": item["id"], "prompt": item["prompt"], "tests": _test_source(item["tests"]), "entry_point": item["entry_point"]}
+            {
+                "id": item["id"],
+                "prompt": item["prompt"],
+                "tests": _test_source(item["tests"]),
+                "entry_point": item["entry_point"],
+            }
             for item in fixture.items
         )
         return CodingDataset(spec, fixture.sha256, items)

@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 import openai
 
 from k3conformance.endpoint.completion import Completion, StreamAssembler, from_message
-from k3conformance.endpoint.url import split_credentials
 from k3conformance.endpoint.errors import ErrorClass, RequestError
+from k3conformance.endpoint.url import split_credentials
 
 T = TypeVar("T")
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -207,7 +207,9 @@ class EndpointClient:
                     continue
                 frame = _json_object(data, "stream frame")
                 if "error" in frame and not frame.get("choices"):
-                    raise TransportFault("ErrorEvent", f"the server sent an error mid-stream: {_excerpt(json.dumps(frame))}")
+                    raise TransportFault(
+                        "ErrorEvent", f"the server sent an error mid-stream: {_excerpt(json.dumps(frame))}"
+                    )
                 assembler.feed(frame)
         finally:
             await request.__aexit__(None, None, None)

@@ -46,11 +46,21 @@ class ReferenceProcess:
     so it cannot outlive this process even after a crash."""
 
     def __init__(self, profile: str) -> None:
-        command = [sys.executable, "-m", "k3conformance", "serve", "--profile", profile, "--port", "0", "--exit-with-stdin"]
+        command = [
+            sys.executable,
+            "-m",
+            "k3conformance",
+            "serve",
+            "--profile",
+            profile,
+            "--port",
+            "0",
+            "--exit-with-stdin",
+        ]
         self.profile = profile
         # A file, not a pipe: nobody reads the server's log while it runs, and a full
         # pipe would stall it.
-        self._log = tempfile.TemporaryFile(mode="w+")
+        self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in close(), it outlives this method)
         self._process = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
@@ -115,8 +125,11 @@ async def preflight(settings: Settings, base_url: str) -> ResolvedEndpoint:
     # user:password in the URL travel as a header, so that no log line shows them.
     plain_url, url_auth = split_credentials(base_url)
     client = openai.AsyncOpenAI(
-        base_url=plain_url, api_key=settings.api_key or "EMPTY", timeout=PREFLIGHT_TIMEOUT_S,
-        max_retries=min(settings.retries, 2), default_headers=url_auth or None,
+        base_url=plain_url,
+        api_key=settings.api_key or "EMPTY",
+        timeout=PREFLIGHT_TIMEOUT_S,
+        max_retries=min(settings.retries, 2),
+        default_headers=url_auth or None,
     )
     try:
         served = await _served_models(client, display, settings)

@@ -153,12 +153,24 @@ def _large_scale_shapes() -> list[Shape]:
         hardware = f"B200/B300 {nodes[gpus]} or GB200/GB300 {gb_nodes[gpus]}"
         base = f"dp{gpus // 8}-ep{gpus}-megamoe"
         shapes.append(
-            Shape(base, f"Peak Throughput, {gpus} GPUs (DP attention + MegaMoE)", hardware, gpus, _peak(gpus, 1),
-                  f"{_COOKBOOK}, 3.6 Large-Scale Serving Presets: Peak Throughput")
+            Shape(
+                base,
+                f"Peak Throughput, {gpus} GPUs (DP attention + MegaMoE)",
+                hardware,
+                gpus,
+                _peak(gpus, 1),
+                f"{_COOKBOOK}, 3.6 Large-Scale Serving Presets: Peak Throughput",
+            )
         )
         shapes.append(
-            Shape(f"{base}-dcp8", f"Peak Capacity, {gpus} GPUs (Peak Throughput + DCP8)", hardware, gpus,
-                  _peak(gpus, 8), f"{_COOKBOOK}, 3.6 Large-Scale Serving Presets: Peak Capacity (+DCP8)")
+            Shape(
+                f"{base}-dcp8",
+                f"Peak Capacity, {gpus} GPUs (Peak Throughput + DCP8)",
+                hardware,
+                gpus,
+                _peak(gpus, 8),
+                f"{_COOKBOOK}, 3.6 Large-Scale Serving Presets: Peak Capacity (+DCP8)",
+            )
         )
     return shapes
 
@@ -171,30 +183,87 @@ def _registry() -> dict[str, Shape]:
     )
     shapes = [
         Shape("tp8", "TP8 Low-Latency", _B300, 8, _PLAIN, f"{_COOKBOOK}, Deployment: B300 Unified Low-Latency"),
-        Shape("tp8-dcp8", "TP8+DCP8 Balanced", _B300, 8, replace(_PLAIN, dcp=8),
-              f"{_COOKBOOK}, Deployment: B300 Unified Balanced"),
-        Shape("tp8-dspark", "TP8 Low-Latency + DSPARK speculative decoding", _B300, 8,
-              replace(_PLAIN, speculative_algorithm="DSPARK"), f"{_COOKBOOK}, Spec Decode: DSPARK"),
-        Shape("tp8-dcp8-dspark", "TP8+DCP8 Balanced + DSPARK speculative decoding", _B300, 8,
-              replace(_PLAIN, dcp=8, speculative_algorithm="DSPARK"), f"{_COOKBOOK}, Spec Decode: DSPARK"),
-        Shape("tp16-ep16", "H200 TP16/EP16 (Marlin + FlashMLA)", "H200 2×8", 16,
-              replace(_PLAIN, tp=16, ep=16, moe_runner_backend="marlin"),
-              f"{_COOKBOOK}, Deployment: H200 2×8 Balanced"),
-        Shape("tp32-ep32", "H200 TP32/EP32 High-Throughput (Marlin + FlashMLA, extra_buffer_lazy)", "H200 4×8", 32,
-              replace(_PLAIN, tp=32, ep=32, moe_runner_backend="marlin"),
-              f"{_COOKBOOK}, Deployment: H200 4×8 Unified High-Throughput"),
+        Shape(
+            "tp8-dcp8",
+            "TP8+DCP8 Balanced",
+            _B300,
+            8,
+            replace(_PLAIN, dcp=8),
+            f"{_COOKBOOK}, Deployment: B300 Unified Balanced",
+        ),
+        Shape(
+            "tp8-dspark",
+            "TP8 Low-Latency + DSPARK speculative decoding",
+            _B300,
+            8,
+            replace(_PLAIN, speculative_algorithm="DSPARK"),
+            f"{_COOKBOOK}, Spec Decode: DSPARK",
+        ),
+        Shape(
+            "tp8-dcp8-dspark",
+            "TP8+DCP8 Balanced + DSPARK speculative decoding",
+            _B300,
+            8,
+            replace(_PLAIN, dcp=8, speculative_algorithm="DSPARK"),
+            f"{_COOKBOOK}, Spec Decode: DSPARK",
+        ),
+        Shape(
+            "tp16-ep16",
+            "H200 TP16/EP16 (Marlin + FlashMLA)",
+            "H200 2×8",
+            16,
+            replace(_PLAIN, tp=16, ep=16, moe_runner_backend="marlin"),
+            f"{_COOKBOOK}, Deployment: H200 2×8 Balanced",
+        ),
+        Shape(
+            "tp32-ep32",
+            "H200 TP32/EP32 High-Throughput (Marlin + FlashMLA, extra_buffer_lazy)",
+            "H200 4×8",
+            32,
+            replace(_PLAIN, tp=32, ep=32, moe_runner_backend="marlin"),
+            f"{_COOKBOOK}, Deployment: H200 4×8 Unified High-Throughput",
+        ),
         *_large_scale_shapes(),
-        Shape("prefill-tp8", "Prefill role, Default (TP8)", _B300, 8, replace(_PLAIN, disaggregation_mode="prefill"),
-              f"{_COOKBOOK}, 3.4 PD Disaggregation: prefill Default"),
-        Shape("prefill-pp8", "Prefill role, Long-Context (deep PP8)", _B300, 8,
-              replace(_PLAIN, tp=1, pp=8, disaggregation_mode="prefill"),
-              f"{_COOKBOOK}, 3.4 PD Disaggregation: Deep PP for long-context prefill"),
-        Shape("decode-tp8-dcp8", "Decode role, TP8+DCP8", _B300, 8, replace(_PLAIN, dcp=8, disaggregation_mode="decode"),
-              f"{_COOKBOOK}, 3.4 PD Disaggregation: decode role"),
-        Shape("ep32-deepep", "EP32 decode with DeepEP (the regression's control)", "GB300", 32,
-              replace(_peak(32, 1, "decode"), dp=8, moe_a2a_backend="deepep"), issue + issue_note),
-        Shape("ep32-megamoe", "EP32 decode with the fused MegaMoE kernel (the regression)", "GB300", 32,
-              replace(_peak(32, 1, "decode"), dp=8), issue + issue_note),
+        Shape(
+            "prefill-tp8",
+            "Prefill role, Default (TP8)",
+            _B300,
+            8,
+            replace(_PLAIN, disaggregation_mode="prefill"),
+            f"{_COOKBOOK}, 3.4 PD Disaggregation: prefill Default",
+        ),
+        Shape(
+            "prefill-pp8",
+            "Prefill role, Long-Context (deep PP8)",
+            _B300,
+            8,
+            replace(_PLAIN, tp=1, pp=8, disaggregation_mode="prefill"),
+            f"{_COOKBOOK}, 3.4 PD Disaggregation: Deep PP for long-context prefill",
+        ),
+        Shape(
+            "decode-tp8-dcp8",
+            "Decode role, TP8+DCP8",
+            _B300,
+            8,
+            replace(_PLAIN, dcp=8, disaggregation_mode="decode"),
+            f"{_COOKBOOK}, 3.4 PD Disaggregation: decode role",
+        ),
+        Shape(
+            "ep32-deepep",
+            "EP32 decode with DeepEP (the regression's control)",
+            "GB300",
+            32,
+            replace(_peak(32, 1, "decode"), dp=8, moe_a2a_backend="deepep"),
+            issue + issue_note,
+        ),
+        Shape(
+            "ep32-megamoe",
+            "EP32 decode with the fused MegaMoE kernel (the regression)",
+            "GB300",
+            32,
+            replace(_peak(32, 1, "decode"), dp=8),
+            issue + issue_note,
+        ),
     ]
     return {shape.name: shape for shape in shapes}
 
@@ -350,7 +419,9 @@ def describe(settings: ShapeSettings) -> str:
     """One line: "tp32 ep32 dp8 dp-attention moe=megamoe/deep_gemm kv=fp8_e4m3 state=bfloat16";
     widths of 1, no speculation and a unified server are left out, unknowns show as "?"."""
     parts = [f"tp{_show(settings.tp)}"]
-    parts += [f"{name}{_show(getattr(settings, name))}" for name in ("ep", "dp", "pp", "dcp") if getattr(settings, name) != 1]
+    parts += [
+        f"{name}{_show(getattr(settings, name))}" for name in ("ep", "dp", "pp", "dcp") if getattr(settings, name) != 1
+    ]
     if settings.dp_attention is None:
         parts.append("dp-attention?")
     elif settings.dp_attention:
@@ -391,7 +462,9 @@ def material_differences(baseline: ShapeSettings | None, candidate: ShapeSetting
     missing = [side for side, settings in (("baseline", baseline), ("candidate", candidate)) if settings is None]
     if missing:
         sides = " and the ".join(missing)
-        return [f"shape: could not be determined for the {sides} (no server arguments, no registry --k3-shape): treated as different"]
+        return [
+            f"shape: could not be determined for the {sides} (no server arguments, no registry --k3-shape): treated as different"
+        ]
     assert baseline is not None and candidate is not None
     reasons: list[str] = []
     for group, names in _GROUPS:

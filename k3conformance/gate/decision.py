@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from k3conformance.runs.stored import StoredRun
+from k3conformance.endpoint.shapes import contradictions, describe, policy, run_shape_settings
 from k3conformance.gate.statistics import (
     FAIL,
     INCONCLUSIVE,
@@ -33,7 +33,7 @@ from k3conformance.gate.statistics import (
     compare_scores,
 )
 from k3conformance.runs.records import STATUS_COMPLETE
-from k3conformance.endpoint.shapes import contradictions, describe, policy, run_shape_settings
+from k3conformance.runs.stored import StoredRun
 
 GateVerdict = Literal["PASS", "FAIL", "INCONCLUSIVE", "INCOMPLETE"]
 INCOMPLETE: GateVerdict = "INCOMPLETE"
@@ -156,7 +156,9 @@ def gate(baseline: StoredRun, candidate: StoredRun, settings: GateSettings) -> G
         _compare_suite(baseline, candidate, suite, settings, result, findings)
     result.regressions = _check_regressions(baseline, candidate)
     for regression in result.regressions:
-        findings.append((FAIL, f"{regression.suite}/{regression.check} passes on the baseline and fails on the candidate"))
+        findings.append(
+            (FAIL, f"{regression.suite}/{regression.check} passes on the baseline and fails on the candidate")
+        )
     result.shape = _shape_finding(baseline, candidate)
     for suite in result.shape.missing_suites:
         findings.append(
@@ -194,7 +196,10 @@ def _compare_suite(
         result.notes.append(f"{suite}: in the baseline but not run on the candidate; not compared")
         return
     comparison = compare_scores(
-        baseline.item_totals(suite), candidate.item_totals(suite), margin=settings.margin_of(suite), alpha=settings.alpha
+        baseline.item_totals(suite),
+        candidate.item_totals(suite),
+        margin=settings.margin_of(suite),
+        alpha=settings.alpha,
     )
     if comparison is None:
         findings.append((INCOMPLETE, f"{suite}: the runs share no scored item"))
@@ -241,7 +246,10 @@ def _rate_finding(suite: str, rate: RateComparison) -> tuple[str, str] | None:
     if rate.verdict == FAIL:
         return FAIL, f"{change} (p = {rate.p_value:.2g})"
     if rate.verdict == INCONCLUSIVE:
-        return INCONCLUSIVE, f"{change}, above the {rate.floor:.0%} floor but not significantly higher (p = {rate.p_value:.2g})"
+        return (
+            INCONCLUSIVE,
+            f"{change}, above the {rate.floor:.0%} floor but not significantly higher (p = {rate.p_value:.2g})",
+        )
     return None
 
 
@@ -279,8 +287,10 @@ def _shape_finding(baseline: StoredRun, candidate: StoredRun) -> ShapeFinding:
     sides = []
     for run in (baseline, candidate):
         settings, source = run_shape_settings(run.summary.get("shape"), run.summary.get("server_info"))
-        shown = f"{run.summary.get('shape', '?')}: {describe(settings)} (from {source})" if settings else (
-            f"{run.summary.get('shape', '?')}: settings unknown"
+        shown = (
+            f"{run.summary.get('shape', '?')}: {describe(settings)} (from {source})"
+            if settings
+            else (f"{run.summary.get('shape', '?')}: settings unknown")
         )
         sides.append((settings, shown))
     (base_settings, base_shown), (cand_settings, cand_shown) = sides

@@ -10,15 +10,17 @@ from typing import Any
 
 from tabulate import tabulate
 
-from k3conformance.gate.statistics import FAIL, INCONCLUSIVE, ScoreComparison
 from k3conformance.gate.decision import GateResult
+from k3conformance.gate.statistics import FAIL, INCONCLUSIVE, ScoreComparison
 from k3conformance.runs.records import write_json_atomic
 
 GATE_JSON = "gate.json"
 GATE_MARKDOWN = "gate.md"
 GATE_CHART = "gate.png"
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
-SIMULATOR_NOTE = "NOTE: the reference deployment is a simulator; verdicts on it show how the gate works, not how K3 does."
+SIMULATOR_NOTE = (
+    "NOTE: the reference deployment is a simulator; verdicts on it show how the gate works, not how K3 does."
+)
 READING = (
     "PASS: the loss is shown to be under the margin. FAIL: a loss beyond the margin is shown. INCONCLUSIVE: "
     "the data allow either; the minimum detectable drop is the loss this size catches 4 times in 5."
@@ -67,7 +69,16 @@ def _rate_rows(result: GateResult) -> list[list[str]]:
     return rows
 
 
-_ACCURACY_HEADERS = ["suite", "metric", "baseline", "candidate", "difference, pts [interval]", "min detectable drop", "items", "verdict"]
+_ACCURACY_HEADERS = [
+    "suite",
+    "metric",
+    "baseline",
+    "candidate",
+    "difference, pts [interval]",
+    "min detectable drop",
+    "items",
+    "verdict",
+]
 _RATE_HEADERS = ["suite", "rate", "baseline", "candidate", "p (higher)", "floor", "verdict"]
 
 
@@ -77,11 +88,18 @@ def _sections(result: GateResult, table_format: str) -> list[tuple[str, list[str
     blocks: list[tuple[str, list[str]]] = []
     if result.accuracy:
         table = tabulate(_accuracy_rows(result), headers=_ACCURACY_HEADERS, tablefmt=table_format)
-        blocks.append((f"Accuracy against the baseline (paired by item, {confidence}% interval, margins per suite)", table.splitlines()))
+        blocks.append(
+            (
+                f"Accuracy against the baseline (paired by item, {confidence}% interval, margins per suite)",
+                table.splitlines(),
+            )
+        )
     rates = _rate_rows(result)
     if rates:
         table = tabulate(rates, headers=_RATE_HEADERS, tablefmt=table_format)
-        blocks.append(("Looping and truncation (one-sided Fisher exact test; items with it in any sample)", table.splitlines()))
+        blocks.append(
+            ("Looping and truncation (one-sided Fisher exact test; items with it in any sample)", table.splitlines())
+        )
     if result.regressions:
         lines = [
             f"- {r.suite}/{r.check}: passed {r.baseline_passed}× on the baseline, failed {r.candidate_failed}× on the candidate"
@@ -107,7 +125,9 @@ def _simulated(summaries: tuple[Mapping[str, Any], ...]) -> bool:
 
 
 def text_report(result: GateResult, *summaries: Mapping[str, Any]) -> list[str]:
-    lines = [f"gate: {result.verdict} — {result.candidate} against the baseline {result.baseline} ({result.settings.mode} mode)"]
+    lines = [
+        f"gate: {result.verdict} — {result.candidate} against the baseline {result.baseline} ({result.settings.mode} mode)"
+    ]
     lines += [f"  {reason}" for reason in result.reasons]
     for title, block in _sections(result, "simple"):
         lines += ["", f"{title}:", *block]
@@ -173,15 +193,26 @@ def write_chart(result: GateResult, path: Path, *, simulated: bool = False) -> P
     figure, (left, right) = plt.subplots(1, 2, figsize=(width, 4.8), gridspec_kw={"width_ratios": [3, 2]})
     positions = range(len(suites))
     comparisons: list[ScoreComparison] = [result.accuracy[suite] for suite in suites]
-    left.bar([p - 0.2 for p in positions], [c.baseline * 100 for c in comparisons], 0.4, label="baseline", color="#7a9cc6")
+    left.bar(
+        [p - 0.2 for p in positions], [c.baseline * 100 for c in comparisons], 0.4, label="baseline", color="#7a9cc6"
+    )
     # The paired interval of the change, drawn around the candidate and kept within 0-100%.
     candidate_errors = [
         [min(c.difference - c.lower, c.candidate) * 100 for c in comparisons],
         [min(c.upper - c.difference, 1 - c.candidate) * 100 for c in comparisons],
     ]
-    colours = ["#c0392b" if c.verdict == FAIL else "#e0a030" if c.verdict == INCONCLUSIVE else "#3f8f4f" for c in comparisons]
-    left.bar([p + 0.2 for p in positions], [c.candidate * 100 for c in comparisons], 0.4, yerr=candidate_errors,
-             capsize=4, label="candidate (paired interval)", color=colours)
+    colours = [
+        "#c0392b" if c.verdict == FAIL else "#e0a030" if c.verdict == INCONCLUSIVE else "#3f8f4f" for c in comparisons
+    ]
+    left.bar(
+        [p + 0.2 for p in positions],
+        [c.candidate * 100 for c in comparisons],
+        0.4,
+        yerr=candidate_errors,
+        capsize=4,
+        label="candidate (paired interval)",
+        color=colours,
+    )
     left.set_xticks(list(positions), [f"{s}\n{result.accuracy[s].verdict}" for s in suites], rotation=25, ha="right")
     left.set_ylabel("accuracy, %")
     left.set_ylim(0, 120)  # headroom for the legend above 100%
@@ -189,10 +220,20 @@ def write_chart(result: GateResult, path: Path, *, simulated: bool = False) -> P
     left.legend(["baseline", "candidate (paired interval; colour: verdict)"], loc="upper right", fontsize="small")
     left.set_title("accuracy")
     loop_suites = sorted(looping)
-    right.bar([p - 0.2 for p in range(len(loop_suites))], [looping[s].baseline_rate * 100 for s in loop_suites], 0.4,
-              label="baseline", color="#7a9cc6")
-    right.bar([p + 0.2 for p in range(len(loop_suites))], [looping[s].candidate_rate * 100 for s in loop_suites], 0.4,
-              label="candidate", color="#c0392b")
+    right.bar(
+        [p - 0.2 for p in range(len(loop_suites))],
+        [looping[s].baseline_rate * 100 for s in loop_suites],
+        0.4,
+        label="baseline",
+        color="#7a9cc6",
+    )
+    right.bar(
+        [p + 0.2 for p in range(len(loop_suites))],
+        [looping[s].candidate_rate * 100 for s in loop_suites],
+        0.4,
+        label="candidate",
+        color="#c0392b",
+    )
     right.set_xticks(
         list(range(len(loop_suites))), [f"{s}\n{looping[s].verdict}" for s in loop_suites], rotation=25, ha="right"
     )

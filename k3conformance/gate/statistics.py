@@ -106,21 +106,23 @@ def compare_scores(
     alpha: float,
 ) -> ScoreComparison | None:
     """Compare on the shared items with at least one sample on each side; None when there are none."""
-    shared = sorted(item for item in baseline.keys() & candidate.keys() if baseline[item].samples and candidate[item].samples)
+    shared = sorted(
+        item for item in baseline.keys() & candidate.keys() if baseline[item].samples and candidate[item].samples
+    )
     if not shared:
         return None
     base = [baseline[item].mean for item in shared]
     cand = [candidate[item].mean for item in shared]
     count = len(shared)
-    differences = [c - b for b, c in zip(base, cand)]
+    differences = [c - b for b, c in zip(base, cand, strict=True)]
     difference = sum(differences) / count
     lower, upper, standard_error = _adjusted_interval(differences, alpha)
     binary = all(baseline[item].binary and candidate[item].binary for item in shared)
     baseline_right: int | None = None
     candidate_right: int | None = None
     if binary:
-        baseline_right = sum(1 for b, c in zip(base, cand) if b > c)
-        candidate_right = sum(1 for b, c in zip(base, cand) if c > b)
+        baseline_right = sum(1 for b, c in zip(base, cand, strict=True) if b > c)
+        candidate_right = sum(1 for b, c in zip(base, cand, strict=True) if c > b)
         p_value = _mcnemar_p_beyond_margin(baseline_right, candidate_right, count, margin)
         method = "exact McNemar (one sample per item)"
     else:
@@ -197,7 +199,9 @@ def _to_decide(difference: float, standard_error: float, count: int, margin: flo
     outcome = "PASS" if difference > -margin else "FAIL"
     if needed > _UNREACHABLE_FACTOR * count:
         return f"about {needed} items at this spread would be needed to call it a {outcome}: more than can be afforded"
-    return f"about {max(needed - count, 1)} more items at this spread would make it a {outcome}, if the difference holds"
+    return (
+        f"about {max(needed - count, 1)} more items at this spread would make it a {outcome}, if the difference holds"
+    )
 
 
 def _z(probability: float) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,10 +20,10 @@ from k3conformance.endpoint.client import EndpointClient, RetryPolicy
 from k3conformance.endpoint.completion import Completion
 from k3conformance.endpoint.errors import ErrorClass, RequestError
 from k3conformance.options import Settings
-from k3conformance.probes.probe import Outcome, Probe, ProbeResult, SampleResult
-from k3conformance.runs.records import RecordWriter, ResumeIndex, utc_now
-from k3conformance.probes.request_body import build_body, fingerprint
 from k3conformance.probes.counters import RequestStats
+from k3conformance.probes.probe import Outcome, Probe, ProbeResult, SampleResult
+from k3conformance.probes.request_body import build_body, fingerprint
+from k3conformance.runs.records import RecordWriter, ResumeIndex, utc_now
 
 T = TypeVar("T")
 ProbeKey = tuple[str, str]
@@ -219,11 +220,9 @@ class Runner:
     def close(self) -> None:
         for future in self._futures.values():
             future.cancel()
-        try:
+        # Closing idle connections at exit: nothing is lost if it fails.
+        with contextlib.suppress(OSError, RuntimeError, concurrent.futures.TimeoutError):
             self._loop.run(self._client.close(), timeout=5)
-        except (OSError, RuntimeError, concurrent.futures.TimeoutError):
-            # Closing idle connections at exit: nothing is lost if it fails.
-            pass
 
 
 def _outcome_from_record(record: dict[str, Any]) -> Outcome:

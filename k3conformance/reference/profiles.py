@@ -15,7 +15,6 @@ from typing import Literal
 
 from k3conformance.reference.faults import KNOWN_FAULTS
 
-
 # healthy: tp8 itself. conformance: tp8 plus one API or parser fault, which the
 # conformance suites must catch. accuracy: a layout that answers worse or loops, which
 # only the gate's comparison with a baseline can catch. transport: tp8 behind a network
@@ -162,8 +161,7 @@ _TRANSPORT_BUGS: Mapping[str, str] = {
     ),
     "server-errors": "every other request gets a burst of server errors: HTTP 503, then HTTP 500 on its retry",
     "server-restart": (
-        "the server restarts at the fourth request: every open connection is cut and the next two attempts "
-        "are refused"
+        "the server restarts at the fourth request: every open connection is cut and the next two attempts are refused"
     ),
 }
 

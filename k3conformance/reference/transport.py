@@ -32,7 +32,15 @@ RATE_LIMITED = "rate-limited"
 SERVER_ERRORS = "server-errors"
 SERVER_RESTART = "server-restart"
 HANDLED_FAULTS = frozenset(
-    {LATENCY_SPIKES, DROPPED_CONNECTION, STREAM_WITHOUT_DONE, MALFORMED_FRAME, RATE_LIMITED, SERVER_ERRORS, SERVER_RESTART}
+    {
+        LATENCY_SPIKES,
+        DROPPED_CONNECTION,
+        STREAM_WITHOUT_DONE,
+        MALFORMED_FRAME,
+        RATE_LIMITED,
+        SERVER_ERRORS,
+        SERVER_RESTART,
+    }
 )
 
 # Long enough to outlast a short --k3-timeout, short enough that a test absorbing it waits little.

@@ -129,8 +129,10 @@ def _checked(summary: dict[str, Any], path: Path) -> StoredRun:
     for name, suite in suites.items():
         scores = suite.get("scores") if isinstance(suite, dict) else None
         if scores is None or not isinstance(scores, dict):
-            raise BaselineError(f"the run summary {path} has no per-item scores for suite {name!r}: it was "
-                                "written by an older k3conformance; run the baseline again")
+            raise BaselineError(
+                f"the run summary {path} has no per-item scores for suite {name!r}: it was "
+                "written by an older k3conformance; run the baseline again"
+            )
         for item, entry in scores.items():
             if not isinstance(entry, dict) or not {"samples", "correct"} <= entry.keys():
                 raise BaselineError(f"the run summary {path} is corrupt: suite {name!r} item {item!r} has no scores")

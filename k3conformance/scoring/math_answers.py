@@ -74,8 +74,8 @@ def extract_boxed(text: str | None) -> str | None:
     if not text:
         return None
     last: re.Match[str] | None = None
-    for last in _BOX_COMMAND.finditer(text):
-        pass
+    for match in _BOX_COMMAND.finditer(text):
+        last = match
     if last is None:
         return None
     rest = text[last.end() :]
@@ -222,7 +222,7 @@ def _verify_with_math_verify(gold: str, extracted: str) -> bool | None:
             return None
         # Gold first: verify is asymmetric (e.g. "x=3" as gold accepts "3").
         return bool(module.verify(gold_parsed, extracted_parsed, timeout_seconds=timeout))
-    except Exception:  # noqa: BLE001
+    except Exception:
         # Its own errors are swallowed (raise_on_error=False); what escapes is a bug in it
         # or the "signal only works in main thread" error: the fallbacks decide instead.
         return None
@@ -288,11 +288,11 @@ def _verify_with_sympy(gold: str, extracted: str) -> bool | None:
     try:
         sympy = importlib.import_module("sympy")
         parser = importlib.import_module("sympy.parsing.sympy_parser")
-        transformations = parser.standard_transformations + (parser.implicit_multiplication_application,)
+        transformations = (*parser.standard_transformations, parser.implicit_multiplication_application)
         gold_expr = parser.parse_expr(gold_text, transformations=transformations)
         extracted_expr = parser.parse_expr(extracted_text, transformations=transformations)
         return bool(sympy.simplify(gold_expr - extracted_expr) == 0)
-    except Exception:  # noqa: BLE001 - unparseable or unsupported: the string comparison decides
+    except Exception:
         return None
 
 

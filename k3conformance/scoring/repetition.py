@@ -243,7 +243,7 @@ def _seq_rep_4(text: str, window: int) -> float:
     tokens = _tokens(text[-window:])
     if len(text) > window:
         tokens = tokens[1:]  # the window may start inside a token
-    grams = list(zip(tokens, tokens[1:], tokens[2:], tokens[3:]))
+    grams = list(zip(tokens, tokens[1:], tokens[2:], tokens[3:], strict=False))
     if not grams:
         return 0.0
     return 1.0 - len(set(grams)) / len(grams)
@@ -282,11 +282,11 @@ def _possible_lengths(region: str, longest: int) -> set[int] | None:
     end): so |s| is at most the widest such span."""
     matches = list(_TOKEN.finditer(region))
     starts = [0, *(match.start() for match in matches), *[len(region)] * 5]
-    short_bound = max(later - earlier for earlier, later in zip(starts, starts[5:]))
+    short_bound = max(later - earlier for earlier, later in zip(starts, starts[5:], strict=False))
     lengths = set(range(1, min(short_bound, longest) + 1))
     occurrences: dict[tuple[str, ...], list[int]] = {}
     tokens = [match.group() for match in matches]
-    for index, gram in enumerate(zip(tokens, tokens[1:], tokens[2:], tokens[3:])):
+    for index, gram in enumerate(zip(tokens, tokens[1:], tokens[2:], tokens[3:], strict=False)):
         occurrences.setdefault(gram, []).append(matches[index].start())
     pairs = 0
     for positions in occurrences.values():

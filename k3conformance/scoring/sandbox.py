@@ -22,6 +22,7 @@ process, which the ``subprocess`` documentation calls unsafe, and the pool is th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import re
@@ -510,8 +511,10 @@ def _launcher_argv(workdir: Path, limits: SandboxLimits, isolation: _Isolation, 
         "1" if isolation.unshare_net and not in_bubblewrap else "0",
         "0" if in_bubblewrap else "1",  # bwrap --die-with-parent already guards against orphans
     ]
-    command = _bubblewrap_command(workdir, limits, isolation, status_fd) if in_bubblewrap else _python_command(
-        isolation.interpreter, str(workdir / PROGRAM_FILE)
+    command = (
+        _bubblewrap_command(workdir, limits, isolation, status_fd)
+        if in_bubblewrap
+        else _python_command(isolation.interpreter, str(workdir / PROGRAM_FILE))
     )
     # The launcher runs on the program's own interpreter: known to work here (probed), and
     # often a faster start than a virtual environment's.
@@ -699,10 +702,8 @@ def _has_exited(pid: int) -> bool:
 
 
 def _kill_group(pgid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _sweep_uid(uid: int) -> None:

@@ -119,4 +119,4 @@ class ShareScheduling(LoadScheduling):  # type: ignore[misc]
 def share_of(items: list[pytest.Item], workerinput: dict[str, Any]) -> list[pytest.Item]:
     rank, count = worker_rank(str(workerinput["workerid"])), int(workerinput["workercount"])
     ranks = assign_ranks([item.nodeid for item in items], count, probe_groups(items))
-    return [item for item, owner in zip(items, ranks) if owner == rank]
+    return [item for item, owner in zip(items, ranks, strict=True) if owner == rank]
