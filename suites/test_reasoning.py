@@ -90,7 +90,7 @@ def test_reasoning_present(probe: Probe, mode: str, k3_result: ProbeResult, k3_s
 @items
 @modes
 def test_no_markup_leaks(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
-    checks.check_no_markup(k3_result.completion(mode), mode)
+    checks.check_no_markup_leaks(k3_result.completion(mode), mode)
 
 
 @items
@@ -102,7 +102,7 @@ def test_answer_follows_reasoning(probe: Probe, mode: str, k3_result: ProbeResul
 @items
 @modes
 def test_truncation_reported_as_length(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
-    checks.check_truncation_reported(k3_result.completion(f"truncated-{mode}"), mode, TRUNCATED_BUDGET)
+    checks.check_truncation_reported_as_length(k3_result.completion(f"truncated-{mode}"), mode, TRUNCATED_BUDGET)
 
 
 @items
@@ -113,22 +113,22 @@ def test_usage_counts_reasoning(probe: Probe, mode: str, k3_result: ProbeResult)
 
 @items
 def test_stream_reasoning_before_content(probe: Probe, k3_result: ProbeResult) -> None:
-    checks.check_stream_order(k3_result.completion("stream"))
+    checks.check_stream_reasoning_before_content(k3_result.completion("stream"))
 
 
 @items
 def test_stream_one_finish_frame(probe: Probe, k3_result: ProbeResult) -> None:
-    checks.check_one_finish_frame(k3_result.completion("stream"))
+    checks.check_stream_one_finish_frame(k3_result.completion("stream"))
 
 
 @items
 def test_stream_usage_frame(probe: Probe, k3_result: ProbeResult) -> None:
-    checks.check_usage_frame(k3_result.completion("stream"))
+    checks.check_stream_usage_frame(k3_result.completion("stream"))
 
 
 @items
 def test_stream_reasoning_not_nulled(probe: Probe, k3_result: ProbeResult) -> None:
-    checks.check_reasoning_not_nulled(k3_result.completion("stream"))
+    checks.check_stream_reasoning_not_nulled(k3_result.completion("stream"))
 
 
 @pytest.mark.parametrize("probe", [EFFORT], ids=str)
@@ -138,7 +138,7 @@ def test_effort_orders_reasoning_length(probe: Probe, mode: str, k3_result: Prob
         effort: [len((completion.reasoning or "").split()) for completion in k3_result.completions(f"{effort}-{mode}")]
         for effort in EFFORTS
     }
-    checks.check_effort_orders_reasoning(lengths, mode)
+    checks.check_effort_orders_reasoning_length(lengths, mode)
 
 
 @pytest.mark.parametrize("probe", [MULTI_TURN_PROBE], ids=str)
@@ -146,4 +146,4 @@ def test_effort_orders_reasoning_length(probe: Probe, mode: str, k3_result: Prob
 def test_multi_turn_with_reasoning_history(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
     k3_result.completion("first")
     follow_up = k3_result.completion(mode)
-    checks.check_answer_follows_reasoning(follow_up, f"{mode}, second turn with the first turn's reasoning")
+    checks.check_multi_turn_with_reasoning_history(follow_up, mode)

@@ -1,5 +1,5 @@
 """Request validation: invalid requests get HTTP 400 with an error body, not 500, not 200.
-Logic: `k3conformance/checks/api_surface.py`."""
+Logic: `k3conformance/checks/request_validation.py`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from k3conformance import Probe, ProbeResult
-from k3conformance.checks.api_surface import check_rejected_with_400
+from k3conformance.checks.request_validation import check_invalid_request_rejected
 
 SUITE = "request_validation"
 MODES = ("plain", "stream")
@@ -93,4 +93,4 @@ PROBES = [
 @pytest.mark.parametrize("probe", PROBES, ids=str)
 @pytest.mark.parametrize("mode", MODES)
 def test_invalid_request_rejected(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
-    check_rejected_with_400(k3_result.outcome(mode), CASES[probe.item][0], mode)
+    check_invalid_request_rejected(k3_result.outcome(mode), CASES[probe.item][0], mode)

@@ -10,7 +10,12 @@ from typing import Any
 import pytest
 
 from k3conformance import Completion, Probe, ProbeResult
-from k3conformance.checks.state_consistency import agreement, check_agreement, extracted_code
+from k3conformance.checks.state_consistency import (
+    agreement,
+    check_continued_history_keeps_answers,
+    check_prefix_reuse_keeps_answers,
+    extracted_code,
+)
 from k3conformance.datasets.bundled import load_fixture
 from k3conformance.datasets.long_prompts import long_document
 from k3conformance.probes.runner import Exchange
@@ -103,7 +108,7 @@ def test_prefix_reuse_keeps_answers(
             f"prefix_items_{mode}": result.items,
         }
     )
-    check_agreement(result, "the same long prompt asked again (warm prefix cache)", mode)
+    check_prefix_reuse_keeps_answers(result, mode)
 
 
 @pytest.mark.parametrize("probe", [PROBE], ids=str)
@@ -120,4 +125,4 @@ def test_continued_history_keeps_answers(
     k3_metrics.update(
         {f"history_warm_agree_{mode}": result.warm_agrees, f"history_cold_agree_{mode}": result.cold_agrees}
     )
-    check_agreement(result, "a conversation continuing a long history (warm prefix)", mode)
+    check_continued_history_keeps_answers(result, mode)

@@ -1,5 +1,5 @@
 """Structured output: `response_format` with a JSON schema is honoured. Logic:
-`k3conformance/checks/api_surface.py`."""
+`k3conformance/checks/structured_output.py`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from k3conformance import Probe, ProbeResult
-from k3conformance.checks.api_surface import check_json_schema_content
+from k3conformance.checks.structured_output import check_response_format_json_schema
 from k3conformance.datasets.bundled import load_fixture
 
 SUITE = "structured_output"
@@ -45,4 +45,4 @@ PROBES = [
 @pytest.mark.parametrize("probe", PROBES, ids=str)
 @pytest.mark.parametrize("mode", MODES)
 def test_response_format_json_schema(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
-    check_json_schema_content(k3_result.completion(mode), SCHEMAS[probe.item], mode)
+    check_response_format_json_schema(k3_result.completion(mode), SCHEMAS[probe.item], mode)

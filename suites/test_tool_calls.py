@@ -1,11 +1,11 @@
 """Tool calls: what agents depend on, checked streamed and not, on authored cases
-(`fixtures/tool_calls.json`) and a BFCL subset (`fixtures/bfcl.json`). Logic:
-`k3conformance/checks/tool_calls.py` and `k3conformance/scoring/tool_calls.py`.
+(`fixtures/tool_calls.json`). Logic: `k3conformance/checks/tool_calls.py` (one `check_Y` per
+`test_Y`) and `k3conformance/scoring/tool_calls.py`. The BFCL subset is its own suite,
+`suites/test_bfcl.py`.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,13 +15,11 @@ from k3conformance import Completion, Probe, ProbeResult
 from k3conformance.checks import tool_calls as checks
 from k3conformance.datasets.bundled import load_fixture
 from k3conformance.probes.runner import Exchange
-from k3conformance.scoring.tool_calls import match_ground_truth
 
 SUITE = "tool_calls"
 MODES = ("plain", "stream")
 MAX_TOKENS = 16384
 AUTHORED = load_fixture("tool_calls")
-BFCL = load_fixture("bfcl")
 TOOLS: Mapping[str, dict[str, Any]] = AUTHORED.extra["tools"]
 CALLING = ("simple", "parallel", "edge", "named")
 
@@ -105,26 +103,12 @@ async def _round_trip_turns(exchange: Exchange, item: Mapping[str, Any], mode: s
         ]
 
 
-def _bfcl_probe(item: Mapping[str, Any]) -> Probe:
-    requests = {
-        mode: {
-            "messages": [{"role": "user", "content": item["prompt"]}],
-            "tools": item["tools"],
-            "stream": mode == "stream",
-        }
-        for mode in MODES
-    }
-    return Probe("bfcl", item["id"], requests=requests, samples=1, max_tokens=MAX_TOKENS, data=BFCL.provenance())
-
-
 ITEMS = {item["id"]: item for item in AUTHORED.items}
 CALLING_PROBES = [_calling_probe(item) for item in AUTHORED.items if item["category"] in CALLING]
 PARALLEL = [probe for probe in CALLING_PROBES if ITEMS[probe.item]["category"] == "parallel"]
 NAMED = [probe for probe in CALLING_PROBES if ITEMS[probe.item]["category"] == "named"]
 IRRELEVANCE = [_irrelevance_probe(item) for item in AUTHORED.items if item["category"] == "irrelevance"]
 ROUND_TRIPS = [_round_trip(item) for item in AUTHORED.items if item["category"] == "round_trip"]
-BFCL_ITEMS = {item["id"]: item for item in BFCL.items}
-BFCL_PROBES = [_bfcl_probe(item) for item in BFCL.items]
 
 modes = pytest.mark.parametrize("mode", MODES)
 calling = pytest.mark.parametrize("probe", CALLING_PROBES, ids=str)
@@ -137,7 +121,7 @@ def _declared(item: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 @calling
 @modes
 def test_finish_reason_matches_tool_calls(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
-    checks.check_finish_reason_matches(k3_result.completion(mode), mode)
+    checks.check_finish_reason_matches_tool_calls(k3_result.completion(mode), mode)
 
 
 @calling
@@ -145,7 +129,7 @@ def test_finish_reason_matches_tool_calls(probe: Probe, mode: str, k3_result: Pr
 def test_arguments_match_schema(probe: Probe, mode: str, k3_result: ProbeResult, k3_metrics: dict[str, float]) -> None:
     report = checks.argument_report(k3_result.completion(mode), _declared(ITEMS[probe.item]))
     k3_metrics.update(calls=report.calls, valid_calls=report.valid)
-    checks.check_arguments(report, mode)
+    checks.check_arguments_match_schema(report, mode)
 
 
 @calling
@@ -153,42 +137,42 @@ def test_arguments_match_schema(probe: Probe, mode: str, k3_result: ProbeResult,
 def test_calls_match_expected(probe: Probe, mode: str, k3_result: ProbeResult, k3_metrics: dict[str, float]) -> None:
     completion = k3_result.completion(mode)
     k3_metrics["trigger_tp" if completion.tool_calls else "trigger_fn"] = 1
-    checks.check_calls_expected(completion, ITEMS[probe.item]["expected_calls"], mode)
+    checks.check_calls_match_expected(completion, ITEMS[probe.item]["expected_calls"], mode)
 
 
 @calling
 @modes
 def test_tool_call_ids(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
-    checks.check_ids(k3_result.completion(mode), mode)
+    checks.check_tool_call_ids(k3_result.completion(mode), mode)
 
 
 @pytest.mark.parametrize("probe", PARALLEL, ids=str)
 @modes
 def test_parallel_calls(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
-    checks.check_parallel(k3_result.completion(mode), ITEMS[probe.item]["expected_calls"], mode)
+    checks.check_parallel_calls(k3_result.completion(mode), ITEMS[probe.item]["expected_calls"], mode)
 
 
 @calling
 def test_streaming_matches_non_streaming(probe: Probe, k3_result: ProbeResult) -> None:
-    checks.check_stream_matches_plain(k3_result.completion("plain"), k3_result.completion("stream"))
+    checks.check_streaming_matches_non_streaming(k3_result.completion("plain"), k3_result.completion("stream"))
 
 
 @calling
 @modes
 def test_tool_choice_none(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
-    checks.check_no_calls(k3_result.completion(f"none-{mode}"), "tool_choice 'none'", mode)
+    checks.check_tool_choice_none(k3_result.completion(f"none-{mode}"), mode)
 
 
 @pytest.mark.parametrize("probe", IRRELEVANCE, ids=str)
 @modes
 def test_tool_choice_required(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
-    checks.check_some_call(k3_result.completion(f"required-{mode}"), "tool_choice 'required'", mode)
+    checks.check_tool_choice_required(k3_result.completion(f"required-{mode}"), mode)
 
 
 @pytest.mark.parametrize("probe", NAMED, ids=str)
 @modes
 def test_tool_choice_named(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
-    checks.check_named_choice(k3_result.outcome(f"named-{mode}"), _named_choice(ITEMS[probe.item]), mode)
+    checks.check_tool_choice_named(k3_result.outcome(f"named-{mode}"), _named_choice(ITEMS[probe.item]), mode)
 
 
 @pytest.mark.parametrize("probe", IRRELEVANCE, ids=str)
@@ -198,7 +182,7 @@ def test_irrelevant_prompt_makes_no_call(
 ) -> None:
     samples = k3_result.completions(mode)
     k3_metrics["trigger_fp"] = sum(bool(completion.tool_calls) for completion in samples)
-    checks.check_irrelevance(samples, mode)
+    checks.check_irrelevant_prompt_makes_no_call(samples, mode)
 
 
 @calling
@@ -209,7 +193,7 @@ def test_no_tool_markup_in_content(probe: Probe, mode: str, k3_result: ProbeResu
         (f"none-{mode}", "tool_choice 'none'"),
         (f"no-tools-{mode}", "no tools declared"),
     ):
-        checks.check_no_markup_in_content(k3_result.completion(step), f"{context}, {mode}")
+        checks.check_no_tool_markup_in_content(k3_result.completion(step), f"{context}, {mode}")
 
 
 @pytest.mark.parametrize("probe", ROUND_TRIPS, ids=str)
@@ -220,28 +204,4 @@ def test_round_trip_uses_tool_result(probe: Probe, mode: str, k3_result: ProbeRe
         for turn in (1, 2, 3)
         if f"{mode}-turn{turn}" in k3_result.samples[0].outcomes
     ]
-    checks.check_round_trip_progress(turns, mode)
-    checks.check_ids_unique_across_turns(turns, mode)
-    checks.check_no_markup_in_content(turns[2], f"after a tool round trip, {mode}")
-    checks.check_answer_uses_result(turns[2], ITEMS[probe.item]["answer_contains"], mode)
-
-
-@pytest.mark.parametrize("probe", BFCL_PROBES, ids=str)
-@modes
-def test_bfcl_calls(probe: Probe, mode: str, k3_result: ProbeResult, k3_metrics: dict[str, float]) -> None:
-    item = BFCL_ITEMS[probe.item]
-    completion = k3_result.completion(mode)
-    expected_call = bool(item["ground_truth"])
-    made_call = bool(completion.tool_calls)
-    key = {(True, True): "trigger_tp", (False, True): "trigger_fp", (True, False): "trigger_fn"}.get(
-        (expected_call, made_call)
-    )
-    if key:
-        k3_metrics[key] = 1
-    report = checks.argument_report(completion, {tool["function"]["name"]: tool for tool in item["tools"]})
-    k3_metrics.update(calls=report.calls, valid_calls=report.valid)
-    if not expected_call:
-        checks.check_no_calls(completion, "a question none of the declared functions can answer", mode)
-        return
-    result = match_ground_truth(item["ground_truth"], checks.parsed_calls(completion))
-    checks.check_ground_truth(completion, result, json.dumps(item["ground_truth"], ensure_ascii=False), mode)
+    checks.check_round_trip_uses_tool_result(turns, ITEMS[probe.item]["answer_contains"], mode)

@@ -15,6 +15,7 @@ CONFORMANCE_SUITES = (
     "test_smoke.py",
     "test_reasoning.py",
     "test_tool_calls.py",
+    "test_bfcl.py",
     "test_structured_output.py",
     "test_request_validation.py",
     "test_state_consistency.py",

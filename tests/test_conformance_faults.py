@@ -70,8 +70,8 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
         "tool_calls/tool_call_ids[stream]",
     },
     "eager-tool-calls": {
-        "bfcl/bfcl_calls[plain]",
-        "bfcl/bfcl_calls[stream]",
+        "bfcl/calls_match_ground_truth[plain]",
+        "bfcl/calls_match_ground_truth[stream]",
         "tool_calls/irrelevant_prompt_makes_no_call[plain]",
         "tool_calls/irrelevant_prompt_makes_no_call[stream]",
         "tool_calls/round_trip_uses_tool_result[plain]",
@@ -98,8 +98,8 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
         "tool_calls/round_trip_uses_tool_result[stream]",
     },
     "empty-tool-calls": {
-        "bfcl/bfcl_calls[plain]",
-        "bfcl/bfcl_calls[stream]",
+        "bfcl/calls_match_ground_truth[plain]",
+        "bfcl/calls_match_ground_truth[stream]",
         "tool_calls/calls_match_expected[plain]",
         "tool_calls/calls_match_expected[stream]",
         "tool_calls/finish_reason_matches_tool_calls[plain]",
@@ -116,8 +116,8 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
         "tool_calls/tool_choice_required[stream]",
     },
     "hallucinated-tool-name": {
-        "bfcl/bfcl_calls[plain]",
-        "bfcl/bfcl_calls[stream]",
+        "bfcl/calls_match_ground_truth[plain]",
+        "bfcl/calls_match_ground_truth[stream]",
         "tool_calls/arguments_match_schema[plain]",
         "tool_calls/arguments_match_schema[stream]",
         "tool_calls/calls_match_expected[plain]",
@@ -169,7 +169,7 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
         "smoke/streaming_matches_non_streaming",
     },
     "parallel-index-collision": {
-        "bfcl/bfcl_calls[stream]",
+        "bfcl/calls_match_ground_truth[stream]",
         "tool_calls/arguments_match_schema[stream]",
         "tool_calls/calls_match_expected[stream]",
         "tool_calls/parallel_calls[stream]",
@@ -219,8 +219,8 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
         "tool_calls/streaming_matches_non_streaming",
     },
     "stringified-arguments": {
-        "bfcl/bfcl_calls[plain]",
-        "bfcl/bfcl_calls[stream]",
+        "bfcl/calls_match_ground_truth[plain]",
+        "bfcl/calls_match_ground_truth[stream]",
         "tool_calls/arguments_match_schema[plain]",
         "tool_calls/arguments_match_schema[stream]",
         "tool_calls/calls_match_expected[plain]",

@@ -37,7 +37,7 @@ def check_reasoning_present(completion: Completion, mode: str, *, strict_field: 
         )
 
 
-def check_no_markup(completion: Completion, mode: str) -> None:
+def check_no_markup_leaks(completion: Completion, mode: str) -> None:
     __tracebackhide__ = True
     for field_name, text in (("content", completion.content), ("reasoning", completion.reasoning)):
         found = find_markup(text)
@@ -68,7 +68,13 @@ def check_answer_follows_reasoning(completion: Completion, mode: str) -> None:
         )
 
 
-def check_truncation_reported(completion: Completion, mode: str, budget: int) -> None:
+def check_multi_turn_with_reasoning_history(follow_up: Completion, mode: str) -> None:
+    """The second turn, sent with the first turn's reasoning in its history, is answered."""
+    __tracebackhide__ = True
+    check_answer_follows_reasoning(follow_up, f"{mode}, second turn with the first turn's reasoning")
+
+
+def check_truncation_reported_as_length(completion: Completion, mode: str, budget: int) -> None:
     __tracebackhide__ = True
     generated = (completion.usage or {}).get("completion_tokens")
     # A model that stopped on its own under the budget did not think (K3 always does at
@@ -112,7 +118,7 @@ def check_usage_counts_reasoning(completion: Completion, mode: str) -> None:
         )
 
 
-def check_effort_orders_reasoning(lengths: Mapping[str, Sequence[int]], mode: str) -> None:
+def check_effort_orders_reasoning_length(lengths: Mapping[str, Sequence[int]], mode: str) -> None:
     """Mean reasoning length (words) must grow from `low` to `max`: a one-sided exact
     permutation test at level 0.05 over the samples of each effort."""
     __tracebackhide__ = True
@@ -139,7 +145,7 @@ def _stream_stats(completion: Completion) -> StreamStats:
     return completion.stream
 
 
-def check_stream_order(completion: Completion) -> None:
+def check_stream_reasoning_before_content(completion: Completion) -> None:
     __tracebackhide__ = True
     stats = _stream_stats(completion)
     if stats.first_content_frame is None or stats.last_reasoning_frame is None:
@@ -153,7 +159,7 @@ def check_stream_order(completion: Completion) -> None:
     )
 
 
-def check_one_finish_frame(completion: Completion) -> None:
+def check_stream_one_finish_frame(completion: Completion) -> None:
     __tracebackhide__ = True
     stats = _stream_stats(completion)
     expect(
@@ -164,7 +170,7 @@ def check_one_finish_frame(completion: Completion) -> None:
     )
 
 
-def check_usage_frame(completion: Completion) -> None:
+def check_stream_usage_frame(completion: Completion) -> None:
     __tracebackhide__ = True
     stats = _stream_stats(completion)
     expect(
@@ -175,7 +181,7 @@ def check_usage_frame(completion: Completion) -> None:
     )
 
 
-def check_reasoning_not_nulled(completion: Completion) -> None:
+def check_stream_reasoning_not_nulled(completion: Completion) -> None:
     __tracebackhide__ = True
     stats = _stream_stats(completion)
     lost = not completion.reasoning and stats.null_reasoning_frames >= max(1, stats.frames - 2)

@@ -54,6 +54,16 @@ def agreement(first: Sequence[str | None], warm: Sequence[str | None], cold: Seq
     )
 
 
+def check_prefix_reuse_keeps_answers(result: Agreement, mode: str) -> None:
+    __tracebackhide__ = True
+    check_agreement(result, "the same long prompt asked again (warm prefix cache)", mode)
+
+
+def check_continued_history_keeps_answers(result: Agreement, mode: str) -> None:
+    __tracebackhide__ = True
+    check_agreement(result, "a conversation continuing a long history (warm prefix)", mode)
+
+
 def check_agreement(result: Agreement, what: str, mode: str) -> None:
     __tracebackhide__ = True
     expect(

@@ -20,7 +20,7 @@ from k3conformance.checks.markup import find_markup
 from k3conformance.checks.significance import binomial_p_at_least
 from k3conformance.endpoint.completion import Completion
 from k3conformance.endpoint.errors import RequestError
-from k3conformance.scoring.tool_calls import Call, MatchResult, expected_calls_match, parse_arguments, schema_errors
+from k3conformance.scoring.tool_calls import Call, expected_calls_match, parse_arguments, schema_errors
 
 # Tool-call arguments that arrive whole after this long a silence earn a warning: both K3
 # parsers emit a call once its block closes (vLLM issue 50604), which agents must tolerate.
@@ -44,7 +44,7 @@ def lost_by_parser(completion: Completion) -> bool:
     return completion.finish_reason == "tool_calls" or bool(find_markup(completion.content))
 
 
-def _blame(completion: Completion, otherwise: Layer) -> Layer:
+def blame(completion: Completion, otherwise: Layer) -> Layer:
     return "parser" if lost_by_parser(completion) else otherwise
 
 
@@ -57,7 +57,7 @@ def parsed_calls(completion: Completion) -> list[Call]:
     return parsed
 
 
-def check_finish_reason_matches(completion: Completion, mode: str) -> None:
+def check_finish_reason_matches_tool_calls(completion: Completion, mode: str) -> None:
     __tracebackhide__ = True
     calls = completion.tool_calls
     expect(
@@ -109,7 +109,7 @@ def argument_report(completion: Completion, tools: Mapping[str, Mapping[str, Any
     return report
 
 
-def check_arguments(report: ArgumentReport, mode: str) -> None:
+def check_arguments_match_schema(report: ArgumentReport, mode: str) -> None:
     __tracebackhide__ = True
     expect(
         not report.problems,
@@ -132,18 +132,18 @@ def _has_stringified_values(arguments: Mapping[str, Any]) -> bool:
     return False
 
 
-def check_calls_expected(completion: Completion, expected: Sequence[Mapping[str, Any]], mode: str) -> None:
+def check_calls_match_expected(completion: Completion, expected: Sequence[Mapping[str, Any]], mode: str) -> None:
     __tracebackhide__ = True
     result = expected_calls_match(expected, parsed_calls(completion))
     expect(
         result.ok,
-        layer=_blame(completion, "model"),
+        layer=blame(completion, "model"),
         expected=f"the calls {json.dumps(list(expected), ensure_ascii=False)} ({mode})",
         got=f"{result.reason}; calls {json.dumps(parsed_calls(completion), ensure_ascii=False)}",
     )
 
 
-def check_ids(completion: Completion, mode: str) -> None:
+def check_tool_call_ids(completion: Completion, mode: str) -> None:
     __tracebackhide__ = True
     ids = [call.get("id") for call in calls_of(completion)]
     expect(
@@ -178,12 +178,12 @@ def check_ids_unique_across_turns(turns: Sequence[Completion], mode: str) -> Non
     )
 
 
-def check_parallel(completion: Completion, expected: Sequence[Mapping[str, Any]], mode: str) -> None:
+def check_parallel_calls(completion: Completion, expected: Sequence[Mapping[str, Any]], mode: str) -> None:
     __tracebackhide__ = True
     calls = calls_of(completion)
     expect(
         len(calls) == len(expected),
-        layer=_blame(completion, "model") if not calls else "parser",
+        layer=blame(completion, "model") if not calls else "parser",
         expected=f"{len(expected)} parallel calls ({mode})",
         got=f"{len(calls)}: {excerpt(json.dumps(calls, ensure_ascii=False), 300)}",
         hint="streamed calls that share one index are merged by every client",
@@ -196,10 +196,10 @@ def check_parallel(completion: Completion, expected: Sequence[Mapping[str, Any]]
             expected=f"{len(expected)} distinct tool-call indices in the stream",
             got=indices,
         )
-    check_ids(completion, mode)
+    check_tool_call_ids(completion, mode)
 
 
-def check_stream_matches_plain(plain: Completion, streamed: Completion) -> None:
+def check_streaming_matches_non_streaming(plain: Completion, streamed: Completion) -> None:
     __tracebackhide__ = True
     stats = streamed.stream
     assert stats is not None
@@ -241,18 +241,28 @@ def check_no_calls(completion: Completion, why: str, mode: str) -> None:
     )
 
 
+def check_tool_choice_none(completion: Completion, mode: str) -> None:
+    __tracebackhide__ = True
+    check_no_calls(completion, "tool_choice 'none'", mode)
+
+
+def check_tool_choice_required(completion: Completion, mode: str) -> None:
+    __tracebackhide__ = True
+    check_some_call(completion, "tool_choice 'required'", mode)
+
+
 def check_some_call(completion: Completion, why: str, mode: str) -> None:
     __tracebackhide__ = True
     expect(
         bool(completion.tool_calls),
-        layer=_blame(completion, "api"),
+        layer=blame(completion, "api"),
         expected=f"at least one tool call with {why} ({mode})",
         got=f"finish_reason {completion.finish_reason!r}, content {excerpt(completion.content)}",
         hint="SGLang 39895 / vLLM PR 43155: tool_choice not enforced",
     )
 
 
-def check_named_choice(outcome: Completion | RequestError, name: str, mode: str) -> None:
+def check_tool_choice_named(outcome: Completion | RequestError, name: str, mode: str) -> None:
     """Exactly the named function, or a clean 400 — never the choice silently ignored."""
     __tracebackhide__ = True
     if isinstance(outcome, RequestError):
@@ -266,14 +276,14 @@ def check_named_choice(outcome: Completion | RequestError, name: str, mode: str)
     names = [call["function"].get("name") for call in calls_of(outcome)]
     expect(
         bool(names) and all(called == name for called in names),
-        layer=_blame(outcome, "api"),
+        layer=blame(outcome, "api"),
         expected=f"only calls to the named tool {name!r} ({mode})",
         got=f"finish_reason {outcome.finish_reason!r}, calls {names}",
         hint="vLLM's K3 parser needs a structural tag for named tool_choice",
     )
 
 
-def check_irrelevance(samples: Sequence[Completion], mode: str) -> None:
+def check_irrelevant_prompt_makes_no_call(samples: Sequence[Completion], mode: str) -> None:
     __tracebackhide__ = True
     calling = sum(bool(completion.tool_calls) for completion in samples)
     p_value = binomial_p_at_least(calling, len(samples), IRRELEVANCE_TOLERATED_RATE)
@@ -289,7 +299,7 @@ def check_irrelevance(samples: Sequence[Completion], mode: str) -> None:
     )
 
 
-def check_no_markup_in_content(completion: Completion, context: str) -> None:
+def check_no_tool_markup_in_content(completion: Completion, context: str) -> None:
     __tracebackhide__ = True
     found = find_markup(completion.content)
     expect(
@@ -301,16 +311,6 @@ def check_no_markup_in_content(completion: Completion, context: str) -> None:
     )
 
 
-def check_ground_truth(completion: Completion, result: MatchResult, ground_truth: str, mode: str) -> None:
-    __tracebackhide__ = True
-    expect(
-        result.ok,
-        layer=_blame(completion, "model"),
-        expected=f"calls matching BFCL's answer {ground_truth} ({mode})",
-        got=result.reason,
-    )
-
-
 def check_answer_uses_result(completion: Completion, needle: str, mode: str) -> None:
     __tracebackhide__ = True
     expect(
@@ -319,3 +319,12 @@ def check_answer_uses_result(completion: Completion, needle: str, mode: str) -> 
         expected=f"a final answer that uses the tool result ({needle!r}) ({mode})",
         got=completion.content,
     )
+
+
+def check_round_trip_uses_tool_result(turns: Sequence[Completion], answer_contains: str, mode: str) -> None:
+    """Calls in turns 1 and 2, ids unique across turns, and a clean final answer that uses the result."""
+    __tracebackhide__ = True
+    check_round_trip_progress(turns, mode)
+    check_ids_unique_across_turns(turns, mode)
+    check_no_tool_markup_in_content(turns[2], f"after a tool round trip, {mode}")
+    check_answer_uses_result(turns[2], answer_contains, mode)

@@ -1,0 +1,38 @@
+"""Checks of the structured-output suite (`suites/test_structured_output.py`): `response_format`
+with a JSON schema is honoured."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from k3conformance.checks.failures import check_stopped, expect
+from k3conformance.endpoint.completion import Completion
+
+
+def check_response_format_json_schema(completion: Completion, schema: Mapping[str, Any], mode: str) -> None:
+    __tracebackhide__ = True
+    check_stopped(completion, f"a response_format request, {mode}")
+    content = (completion.content or "").strip()
+    try:
+        value = json.loads(content)
+    except ValueError:
+        value = None
+        parsed = False
+    else:
+        parsed = True
+    expect(
+        parsed,
+        layer="api",
+        expected=f"content that parses as JSON, since response_format asked for a json_schema ({mode})",
+        got=content,
+        hint="the server may ignore response_format (no structured-output backend, or not forwarded)",
+    )
+    errors = [
+        f"{'/'.join(map(str, error.absolute_path)) or '(root)'}: {error.message}"
+        for error in Draft202012Validator(schema).iter_errors(value)
+    ]
+    expect(not errors, layer="api", expected=f"content valid against the schema ({mode})", got="; ".join(errors[:3]))
