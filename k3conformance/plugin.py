@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -72,6 +72,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def _state(config: pytest.Config) -> RunState:
     return config.stash[STASH_KEY]
+
+
+def parametrize_probes(metafunc: pytest.Metafunc, test: str, build: Callable[[Settings], Iterable[Probe]]) -> None:
+    """Parametrize `test` with the probes `build` makes from this run's settings (for datasets chosen by option)."""
+    if metafunc.definition.name == test:
+        metafunc.parametrize("probe", list(build(settings_of(metafunc.config))), ids=str)
 
 
 def settings_of(config: pytest.Config) -> Settings:

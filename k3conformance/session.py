@@ -20,7 +20,7 @@ from k3conformance.endpoint.resolved import ResolvedEndpoint
 from k3conformance.endpoint.url import is_reference, parse_reference_profile
 from k3conformance.options import Settings
 from k3conformance.outcomes import SuiteTally
-from k3conformance.probes.counters import RequestStats
+from k3conformance.probes.counters import RequestCounters
 from k3conformance.runs.records import (
     STATUS_COMPLETE,
     STATUS_INCOMPLETE,
@@ -90,7 +90,7 @@ class RunState:
     share_known: bool = False
     # Where a worker tells the xdist scheduler which probe each test uses.
     groups_file: Path | None = None
-    stats: RequestStats = field(default_factory=RequestStats)
+    stats: RequestCounters = field(default_factory=RequestCounters)
     tallies: dict[str, SuiteTally] = field(default_factory=dict)
     datasets: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The run gated against, loaded at configure time (controller or single process only).
@@ -231,7 +231,7 @@ class RunState:
         requests reused from an earlier session write no record."""
         from k3conformance.runs.records import iter_records
 
-        stats = RequestStats()
+        stats = RequestCounters()
         for record in iter_records(self.run_dir, "response"):
             if record.get("finished_at", "") < self.started_at:
                 continue

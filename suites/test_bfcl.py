@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 
-from k3conformance import Probe, ProbeResult
+from k3conformance import Probe, ProbeResult, load_fixture
 from k3conformance.checks import bfcl as checks
 from k3conformance.checks.tool_calls import argument_report, parsed_calls
-from k3conformance.datasets.bundled import load_fixture
 from k3conformance.scoring.tool_calls import match_ground_truth
 
 SUITE = "bfcl"

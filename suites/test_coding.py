@@ -17,15 +17,20 @@ from typing import Any
 
 import pytest
 
-from k3conformance import Completion, Probe, ProbeResult
-from k3conformance.checks.failures import K3ConformanceWarning
+from k3conformance import (
+    Completion,
+    Exchange,
+    ItemScore,
+    K3ConformanceWarning,
+    Probe,
+    ProbeResult,
+    Settings,
+    parametrize_probes,
+)
 from k3conformance.checks.reasoning import check_answer_follows_reasoning
 from k3conformance.datasets.suite_items import CodingDataset, load_coding_items
-from k3conformance.plugin import settings_of
-from k3conformance.probes.runner import Exchange
 from k3conformance.scoring.code_solutions import extract_code, humaneval_program
 from k3conformance.scoring.code_solutions import tests_program as assert_tests_program
-from k3conformance.scoring.item_score import ItemScore
 from k3conformance.scoring.sandbox import BUBBLEWRAP, ExecutionResult, SandboxPool, sandbox_backend
 
 SUITE = "coding"
@@ -72,11 +77,12 @@ def _probe(dataset: CodingDataset, item: dict[str, Any]) -> Probe:
     )
 
 
+def _probes(settings: Settings) -> list[Probe]:
+    return [_probe(dataset, item) for dataset in load_coding_items(settings) for item in dataset.items]
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if metafunc.definition.name == "test_solution_passes_tests":
-        settings = settings_of(metafunc.config)
-        probes = [_probe(dataset, item) for dataset in load_coding_items(settings) for item in dataset.items]
-        metafunc.parametrize("probe", probes, ids=str)
+    parametrize_probes(metafunc, "test_solution_passes_tests", _probes)
 
 
 def test_solution_passes_tests(probe: Probe, k3_result: ProbeResult, k3_score: ItemScore) -> None:

@@ -14,11 +14,9 @@ import re
 
 import pytest
 
-from k3conformance import Probe, ProbeResult
+from k3conformance import ItemScore, Probe, ProbeResult, Settings, parametrize_probes
 from k3conformance.checks.reasoning import check_answer_follows_reasoning
 from k3conformance.datasets.long_prompts import needle_haystack, retrieval_question
-from k3conformance.plugin import settings_of
-from k3conformance.scoring.item_score import ItemScore
 
 NEEDLES = 4
 PROMPTS_PER_LENGTH = 6
@@ -44,11 +42,12 @@ def _probe(tokens: int, index: int) -> Probe:
     )
 
 
+def _probes(settings: Settings) -> list[Probe]:
+    return [_probe(tokens, index) for tokens in settings.context_lengths for index in range(PROMPTS_PER_LENGTH)]
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if metafunc.definition.name == "test_retrieval":
-        lengths = settings_of(metafunc.config).context_lengths
-        probes = [_probe(tokens, index) for tokens in lengths for index in range(PROMPTS_PER_LENGTH)]
-        metafunc.parametrize("probe", probes, ids=str)
+    parametrize_probes(metafunc, "test_retrieval", _probes)
 
 
 def test_retrieval(probe: Probe, k3_result: ProbeResult, k3_score: ItemScore) -> None:

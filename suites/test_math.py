@@ -14,12 +14,10 @@ from typing import Any
 
 import pytest
 
-from k3conformance import Probe, ProbeResult
+from k3conformance import ItemScore, Probe, ProbeResult, Settings, parametrize_probes
 from k3conformance.checks.reasoning import check_answer_follows_reasoning
 from k3conformance.datasets.sources import LoadedDataset
 from k3conformance.datasets.suite_items import load_math_items
-from k3conformance.plugin import settings_of
-from k3conformance.scoring.item_score import ItemScore
 from k3conformance.scoring.math_answers import score_gsm8k, score_math
 
 SUITE = "math"
@@ -44,11 +42,12 @@ def _probe(dataset: LoadedDataset, item: dict[str, Any]) -> Probe:
     )
 
 
+def _probes(settings: Settings) -> list[Probe]:
+    return [_probe(dataset, item) for dataset in load_math_items(settings) for item in dataset.items]
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if metafunc.definition.name == "test_math_answer":
-        settings = settings_of(metafunc.config)
-        probes = [_probe(dataset, item) for dataset in load_math_items(settings) for item in dataset.items]
-        metafunc.parametrize("probe", probes, ids=str)
+    parametrize_probes(metafunc, "test_math_answer", _probes)
 
 
 def test_math_answer(probe: Probe, k3_result: ProbeResult, k3_score: ItemScore) -> None:

@@ -11,11 +11,8 @@ from typing import Any
 
 import pytest
 
-from k3conformance import Completion, Probe, ProbeResult
+from k3conformance import Completion, Exchange, Probe, ProbeResult, Settings, load_fixture
 from k3conformance.checks import reasoning as checks
-from k3conformance.datasets.bundled import load_fixture
-from k3conformance.options import Settings
-from k3conformance.probes.runner import Exchange
 
 SUITE = "reasoning"
 MODES = ("plain", "stream")

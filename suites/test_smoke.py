@@ -14,14 +14,12 @@ from typing import Any
 
 import pytest
 
-from k3conformance import Probe, ProbeResult
+from k3conformance import Probe, ProbeResult, ResolvedEndpoint, load_fixture
 from k3conformance.checks.smoke import (
     check_chat_round_trip,
     check_streaming_matches_non_streaming,
     check_usage_reported,
 )
-from k3conformance.datasets.bundled import load_fixture
-from k3conformance.endpoint.resolved import ResolvedEndpoint
 
 SUITE = "smoke"
 # K3 thinks before every answer, at effort max for a while: leave it room.

@@ -9,16 +9,14 @@ from typing import Any
 
 import pytest
 
-from k3conformance import Completion, Probe, ProbeResult
+from k3conformance import Completion, Exchange, Probe, ProbeResult, load_fixture
 from k3conformance.checks.state_consistency import (
     agreement,
     check_continued_history_keeps_answers,
     check_prefix_reuse_keeps_answers,
     extracted_code,
 )
-from k3conformance.datasets.bundled import load_fixture
 from k3conformance.datasets.long_prompts import long_document
-from k3conformance.probes.runner import Exchange
 
 SUITE = "state_consistency"
 MODES = ("plain", "stream")

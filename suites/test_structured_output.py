@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
-from k3conformance import Probe, ProbeResult
+from k3conformance import Probe, ProbeResult, load_fixture
 from k3conformance.checks.structured_output import check_response_format_json_schema
-from k3conformance.datasets.bundled import load_fixture
 
 SUITE = "structured_output"
 MODES = ("plain", "stream")

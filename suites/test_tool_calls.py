@@ -11,10 +11,8 @@ from typing import Any
 
 import pytest
 
-from k3conformance import Completion, Probe, ProbeResult
+from k3conformance import Completion, Exchange, Probe, ProbeResult, load_fixture
 from k3conformance.checks import tool_calls as checks
-from k3conformance.datasets.bundled import load_fixture
-from k3conformance.probes.runner import Exchange
 
 SUITE = "tool_calls"
 MODES = ("plain", "stream")

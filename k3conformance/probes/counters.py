@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 
 @dataclass
-class RequestStats:
+class RequestCounters:
     sent: int = 0
     attempts: int = 0
     resumed: int = 0

@@ -9,18 +9,37 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from k3conformance.endpoint.completion import Completion
 from k3conformance.endpoint.errors import ErrorClass, RequestError
+from k3conformance.options import Settings
 
 INTERNAL_SERVER_ERROR = 500
 
-if TYPE_CHECKING:
-    from k3conformance.probes.runner import Exchange
-
-Conversation = Callable[["Exchange"], Awaitable[None]]
 Outcome = Completion | RequestError
+
+
+class Exchange(Protocol):
+    """A conversation's view of the endpoint for one sample of its probe (the runner implements it)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def run_id(self) -> str:
+        """Stable within a run and its resumptions: a nonce for prompts that must miss server caches."""
+        ...
+
+    def note(self, name: str, value: Any) -> None:
+        """Keep something the conversation computed for the test to read (`SampleResult.notes`)."""
+
+    async def send(self, step: str, partial: Mapping[str, Any]) -> Outcome:
+        """Build, send and record one request; each step name once per sample."""
+        ...
+
+
+Conversation = Callable[[Exchange], Awaitable[None]]
 
 
 @dataclass(frozen=True, eq=False)

@@ -20,7 +20,7 @@ from k3conformance.endpoint.client import EndpointClient, RetryPolicy
 from k3conformance.endpoint.completion import Completion
 from k3conformance.endpoint.errors import ErrorClass, RequestError
 from k3conformance.options import Settings
-from k3conformance.probes.counters import RequestStats
+from k3conformance.probes.counters import RequestCounters
 from k3conformance.probes.probe import Outcome, Probe, ProbeResult, SampleResult
 from k3conformance.probes.request_body import build_body, fingerprint
 from k3conformance.runs.records import RecordWriter, ResumeIndex, utc_now
@@ -52,8 +52,8 @@ class BackgroundLoop:
             self.loop.close()
 
 
-class Exchange:
-    """A probe's view of the endpoint for one sample: `send` builds, sends, records."""
+class RunnerExchange:
+    """The runner's `Exchange`: `send` builds, sends and records through the runner."""
 
     def __init__(self, runner: Runner, probe: Probe, sample: int) -> None:
         self._runner = runner
@@ -107,7 +107,7 @@ class Runner:
         self.settings = settings
         self.run_id = run_id
         self.model = model
-        self.stats = RequestStats()
+        self.stats = RequestCounters()
         self._writer = writer
         self._resume = resume
         self._loop = loop
@@ -176,7 +176,7 @@ class Runner:
         return ProbeResult(probe, list(results))
 
     async def _run_sample(self, probe: Probe, sample: int) -> SampleResult:
-        exchange = Exchange(self, probe, sample)
+        exchange = RunnerExchange(self, probe, sample)
         if probe.conversation is not None:
             await probe.conversation(exchange)
         else:
