@@ -20,7 +20,7 @@ from k3conformance.scoring.item_score import ItemScore, summarize
 USER_PROPERTY = "k3conformance"
 METRICS_KEY = pytest.StashKey[dict[str, float]]()
 SCORE_KEY = pytest.StashKey[ItemScore]()
-EXCERPT_CHARS = 400
+MESSAGE_CHARS = 400
 _LAYER = re.compile(r"\[layer: (\w+)\]")
 
 PASSED = "passed"
@@ -84,7 +84,7 @@ def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
         "mode": mode if isinstance(mode, str) else None,
         "outcome": kind,
         "layer": layer,
-        "message": message[:EXCERPT_CHARS],
+        "message": message[:MESSAGE_CHARS],
         "metrics": item.stash.get(METRICS_KEY, {}),
         "score": item.stash[SCORE_KEY].to_record() if SCORE_KEY in item.stash else None,
     }

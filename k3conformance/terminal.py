@@ -10,6 +10,7 @@ from tabulate import tabulate
 
 from k3conformance.endpoint.resolved import ResolvedEndpoint
 from k3conformance.endpoint.url import is_reference, strip_credentials
+from k3conformance.formatting import percent
 from k3conformance.options import Settings
 from k3conformance.outcomes import SuiteTally
 from k3conformance.scoring.item_score import summarize
@@ -86,7 +87,7 @@ def suite_table(tallies: Mapping[str, SuiteTally]) -> str:
     rows = []
     for suite in sorted(tallies):
         tally = tallies[suite]
-        score = f"{tally.score:.1%}" if tally.score is not None else "-"
+        score = percent(tally.score)
         rows.append(
             [suite, len(tally.items), tally.tests, tally.passed, tally.failed, tally.infra_errors, tally.errors, score]
         )
@@ -106,10 +107,10 @@ def accuracy_table(tallies: Mapping[str, SuiteTally]) -> str:
                 suite,
                 accuracy.items,
                 accuracy.samples,
-                f"{accuracy.accuracy:.1%} [{accuracy.low:.1%}, {accuracy.high:.1%}]",
-                f"{accuracy.no_answer_rate:.1%}",
-                f"{accuracy.truncation_rate:.1%}",
-                f"{accuracy.looping_rate:.1%}",
+                f"{percent(accuracy.accuracy)} [{percent(accuracy.low)}, {percent(accuracy.high)}]",
+                percent(accuracy.no_answer_rate),
+                percent(accuracy.truncation_rate),
+                percent(accuracy.looping_rate),
                 f"{accuracy.mean_output_tokens:.0f}",
             ]
         )
@@ -170,8 +171,8 @@ def describe_metrics(metrics: Mapping[str, float]) -> str:
     )
     if trigger.true_positive + trigger.false_positive + trigger.false_negative:
         parts.append(
-            f"tool-call trigger precision {_percent(trigger.precision)}, recall {_percent(trigger.recall)}, "
-            f"F1 {_percent(trigger.f1)}"
+            f"tool-call trigger precision {percent(trigger.precision)}, recall {percent(trigger.recall)}, "
+            f"F1 {percent(trigger.f1)}"
         )
     for kind, label in (("prefix", "same prompt again"), ("history", "continued history")):
         for mode in ("plain", "stream"):
@@ -180,9 +181,5 @@ def describe_metrics(metrics: Mapping[str, float]) -> str:
                 parts.append(f"{label} ({mode}): warm agrees {int(warm)}, cold copy agrees {int(cold)}")
     schema = SchemaAccuracy(valid_calls=int(metrics.get("valid_calls", 0)), calls=int(metrics.get("calls", 0)))
     if schema.calls:
-        parts.append(f"schema accuracy {_percent(schema.accuracy)} of {schema.calls} calls")
+        parts.append(f"schema accuracy {percent(schema.accuracy)} of {schema.calls} calls")
     return "; ".join(parts)
-
-
-def _percent(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}"

@@ -5,17 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+from k3conformance.formatting import excerpt
+
 if TYPE_CHECKING:
     from k3conformance.endpoint.completion import Completion
 
 Layer = Literal["parser", "api", "model", "infra"]
-EXCERPT_CHARS = 200
-
-
-def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
-    text = value if isinstance(value, str) else repr(value)
-    text = text.replace("\n", "\\n")
-    return text if len(text) <= limit else text[: limit // 2] + " … " + text[-limit // 2 :]
 
 
 class ConformanceFailure(AssertionError):

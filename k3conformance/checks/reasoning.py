@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from k3conformance.checks.failures import excerpt, expect
+from k3conformance.checks.failures import expect
 from k3conformance.checks.markup import find_markup
 from k3conformance.checks.significance import permutation_p_greater
-from k3conformance.endpoint.completion import Completion, StreamStats
+from k3conformance.endpoint.completion import FINISH_REASONS, Completion, StreamStats
+from k3conformance.formatting import excerpt
 
-FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
 STRICT_FIELD = "reasoning_content"
 EFFORT_ALPHA = 0.05
 

@@ -3,9 +3,10 @@ get HTTP 400 with an error body, not 500, not 200."""
 
 from __future__ import annotations
 
-from k3conformance.checks.failures import excerpt, expect
+from k3conformance.checks.failures import expect
 from k3conformance.endpoint.completion import Completion
 from k3conformance.endpoint.errors import RequestError
+from k3conformance.formatting import excerpt
 
 Outcome = Completion | RequestError
 

@@ -15,11 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from k3conformance.checks.failures import K3ConformanceWarning, Layer, excerpt, expect
+from k3conformance.checks.failures import K3ConformanceWarning, Layer, expect
 from k3conformance.checks.markup import find_markup
 from k3conformance.checks.significance import binomial_p_at_least
 from k3conformance.endpoint.completion import Completion
 from k3conformance.endpoint.errors import RequestError
+from k3conformance.formatting import excerpt
 from k3conformance.scoring.tool_calls import Call, expected_calls_match, parse_arguments, schema_errors
 
 # Tool-call arguments that arrive whole after this long a silence earn a warning: both K3

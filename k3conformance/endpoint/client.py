@@ -27,7 +27,7 @@ T = TypeVar("T")
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 MAX_RETRY_AFTER_S = 300.0
 MAX_BACKOFF_S = 60.0
-EXCERPT_CHARS = 500
+ERROR_BODY_CHARS = 500
 
 
 class TransportFault(Exception):
@@ -97,7 +97,7 @@ def retry_after_seconds(response: Any) -> float | None:
 def _excerpt(text: str | None) -> str | None:
     if text is None:
         return None
-    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "…"
+    return text if len(text) <= ERROR_BODY_CHARS else text[:ERROR_BODY_CHARS] + "…"
 
 
 def _status_error_message(error: openai.APIStatusError) -> tuple[str, str | None]:
@@ -134,10 +134,6 @@ class EndpointClient:
         )
         self._slots = asyncio.Semaphore(concurrency)
         self._retry = retry
-
-    @property
-    def sdk(self) -> openai.AsyncOpenAI:
-        return self._sdk
 
     async def close(self) -> None:
         await self._sdk.close()

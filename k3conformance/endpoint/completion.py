@@ -13,6 +13,8 @@ from typing import Any
 
 # SGLang names the field `reasoning_content`; newer vLLM names it `reasoning`.
 REASONING_FIELDS = ("reasoning_content", "reasoning")
+# The finish reasons of the OpenAI chat API; anything else (`stop_163586`) is a serving bug.
+FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
 
 
 @dataclass

@@ -10,6 +10,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from k3conformance.formatting import percent
 from k3conformance.gate.decision import GateResult
 from k3conformance.gate.statistics import FAIL, INCONCLUSIVE, ScoreComparison
 from k3conformance.runs.records import write_json_atomic
@@ -27,10 +28,6 @@ READING = (
 )
 
 
-def _pct(share: float) -> str:
-    return f"{share * 100:.1f}%"
-
-
 def _pts(share: float) -> str:
     return f"{share * 100:+.1f}"
 
@@ -40,8 +37,8 @@ def _accuracy_rows(result: GateResult) -> list[list[str]]:
         [
             suite,
             "accuracy",
-            _pct(comparison.baseline),
-            _pct(comparison.candidate),
+            percent(comparison.baseline),
+            percent(comparison.candidate),
             f"{_pts(comparison.difference)} [{_pts(comparison.lower)}, {_pts(comparison.upper)}]",
             f"{comparison.min_detectable_drop * 100:.1f}",
             f"{comparison.items}",
@@ -59,10 +56,10 @@ def _rate_rows(result: GateResult) -> list[list[str]]:
                 [
                     suite,
                     name,
-                    f"{rate.baseline_events}/{rate.baseline_items} ({_pct(rate.baseline_rate)})",
-                    f"{rate.candidate_events}/{rate.candidate_items} ({_pct(rate.candidate_rate)})",
+                    f"{rate.baseline_events}/{rate.baseline_items} ({percent(rate.baseline_rate)})",
+                    f"{rate.candidate_events}/{rate.candidate_items} ({percent(rate.candidate_rate)})",
                     f"{rate.p_value:.2g}",
-                    _pct(rate.floor),
+                    percent(rate.floor),
                     rate.verdict,
                 ]
             )

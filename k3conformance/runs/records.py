@@ -123,14 +123,12 @@ class RecordWriter:
         if self._handle.tell() > 0 and not _ends_with_newline(path):
             # The last run died mid-line: start ours on a line of its own.
             self._handle.write("\n")
-        self.count = 0
 
     def write(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
         with self._lock:
             self._handle.write(line)
             self._handle.flush()
-            self.count += 1
 
     def close(self) -> None:
         with self._lock:
@@ -162,9 +160,6 @@ class ResumeIndex:
                 if record.get("kind") != "response" or record.get("status") == "infra_error":
                     continue
                 self._locations[record_key(record)] = _Location(path, offset, record["fingerprint"])
-
-    def __len__(self) -> int:
-        return len(self._locations)
 
     def get(self, key: RecordKey, fingerprint: str) -> dict[str, Any] | None:
         location = self._locations.get(key)

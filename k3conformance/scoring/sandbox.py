@@ -45,7 +45,7 @@ BACKENDS = (BUBBLEWRAP, RLIMIT)
 
 GIB = 1 << 30
 MIB = 1 << 20
-EXCERPT_CHARS = 2000
+OUTPUT_TAIL_CHARS = 2000
 NOBODY_UID = 65534
 NOGROUP_GID = 65534
 # A fallback run as root gets uid PER_RUN_UID_BASE + (its pid): no account owns such a
@@ -107,7 +107,7 @@ class ExecutionResult:
     signal: int | None  # the signal that ended the program, if any
     timed_out: bool
     duration_s: float
-    stdout_excerpt: str  # the last EXCERPT_CHARS characters
+    stdout_excerpt: str  # the last OUTPUT_TAIL_CHARS characters
     stderr_excerpt: str
     backend: str = ""
 
@@ -884,7 +884,7 @@ def _failing_line(lines: list[str]) -> str | None:
 
 
 def _excerpt(text: str) -> str:
-    return text if len(text) <= EXCERPT_CHARS else "…" + text[-(EXCERPT_CHARS - 1) :]
+    return text if len(text) <= OUTPUT_TAIL_CHARS else "…" + text[-(OUTPUT_TAIL_CHARS - 1) :]
 
 
 def _one_line(text: str, limit: int = 300) -> str:
