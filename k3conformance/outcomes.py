@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from k3conformance.probes.probe import InfrastructureError, Probe
+from k3conformance.probes.probe import InfrastructureError, probe_of
 from k3conformance.scoring.item_score import ItemScore, summarize
 
 USER_PROPERTY = "k3conformance"
@@ -28,16 +28,6 @@ FAILED = "failed"
 INFRA = "infra_error"
 ERROR = "error"
 SKIPPED = "skipped"
-
-
-def probe_of(item: pytest.Item) -> Probe | None:
-    callspec = getattr(item, "callspec", None)
-    if callspec is None:
-        return None
-    for value in callspec.params.values():
-        if isinstance(value, Probe):
-            return value
-    return None
 
 
 def suite_of(item: pytest.Item) -> str | None:

@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from k3conformance.runs.stored import StoredRun
 
 Role = Literal["single", "controller", "worker"]
-STASH_KEY = pytest.StashKey["RunState"]()
 WORKERINPUT_KEY = "k3conformance"
 WORKEROUTPUT_KEY = "k3conformance"
 # Settings fields that describe the run; the API key is not among them.

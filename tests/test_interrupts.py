@@ -188,7 +188,8 @@ def test_sigterm_handler_lasts_the_session_and_respects_another(pytester: pytest
     installed = signal.SIG_DFL if earlier == "default" else someone_elses
     signal.signal(signal.SIGTERM, installed)
     try:
-        pytester.runpytest("-p", "no:xdist").assert_outcomes(passed=1)
+        # A --k3-* option makes this a k3conformance session; without one the plugin stays out of the way.
+        pytester.runpytest("-p", "no:xdist", "--k3-concurrency=4").assert_outcomes(passed=1)
         assert signal.getsignal(signal.SIGTERM) is installed
     finally:
         signal.signal(signal.SIGTERM, outer)

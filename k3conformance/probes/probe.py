@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import pytest
+
 from k3conformance.endpoint.completion import Completion
 from k3conformance.endpoint.errors import ErrorClass, RequestError
 from k3conformance.options import Settings
@@ -128,3 +130,14 @@ class ProbeResult:
 
     def completions(self, step: str) -> list[Completion]:
         return [self.completion(step, sample.sample) for sample in self.samples]
+
+
+def probe_of(item: pytest.Item) -> Probe | None:
+    """The probe a test is parametrized with; None for tests that are not k3conformance items."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return None
+    for value in callspec.params.values():
+        if isinstance(value, Probe):
+            return value
+    return None

@@ -5,9 +5,12 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from xdist.scheduler.protocol import Scheduling
 
 from k3conformance.session import WORKERINPUT_KEY, WORKEROUTPUT_KEY, RunState
 from k3conformance.workers.scheduling import ShareScheduling, uses_share_scheduling
@@ -41,5 +44,5 @@ class XdistHooks:
             if "sources" in entry:
                 merged.setdefault("sources", {}).update(entry["sources"])
 
-    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> ShareScheduling | None:
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Scheduling | None:
         return ShareScheduling(config, log, self.groups_file) if uses_share_scheduling(config) else None

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from xdist.scheduler import LoadScheduling
+from xdist.workermanage import parse_tx_spec_config
 
-from k3conformance.outcomes import probe_of
+from k3conformance.probes.probe import probe_of
 
 
 def worker_rank(gateway_id: str) -> int:
@@ -81,27 +81,94 @@ def uses_share_scheduling(config: pytest.Config) -> bool:
     return bool(config.getvalue("dist") == "load")
 
 
-class ShareScheduling(LoadScheduling):  # type: ignore[misc]
-    collection: list[str] | None
+class ShareScheduling:
+    """xdist's `Scheduling` protocol (`xdist.scheduler.protocol`), written against the protocol
+    rather than by subclassing `LoadScheduling`, whose internals change between releases.
+
+    Each worker gets its whole share (`assign_ranks`) at once; what no rank claims, and what
+    a crashed worker left, is handed out two at a time as workers ask for it.
+    """
 
     def __init__(self, config: pytest.Config, log: Any, groups_file: Path) -> None:
-        super().__init__(config, log)
+        self.numnodes = len(parse_tx_spec_config(config))
+        self.log = log
         self.groups_file = groups_file
+        self.node2collection: dict[Any, list[str]] = {}
+        self.node2pending: dict[Any, list[int]] = {}
+        self.pending: list[int] = []
+        self.collection: list[str] | None = None
+
+    @property
+    def nodes(self) -> list[Any]:
+        return list(self.node2pending)
+
+    @property
+    def collection_is_completed(self) -> bool:
+        return len(self.node2collection) >= self.numnodes
+
+    @property
+    def tests_finished(self) -> bool:
+        # A worker runs a test once it knows the next one (or is told to stop), so one
+        # pending item per worker is as good as done.
+        return (
+            self.collection_is_completed
+            and not self.pending
+            and all(len(pending) < 2 for pending in self.node2pending.values())
+        )
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self.pending) or any(self.node2pending.values())
+
+    def add_node(self, node: Any) -> None:
+        self.node2pending[node] = []
+
+    def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
+        self.node2collection[node] = list(collection)
+
+    def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
+        self.node2pending[node].remove(item_index)
+        self._top_up(node)
+
+    def mark_test_pending(self, item: str) -> None:
+        assert self.collection is not None
+        self.pending.insert(0, self.collection.index(item))
+        for node in self.nodes:
+            self._top_up(node)
+
+    def remove_pending_tests_from_node(self, node: Any, indices: Sequence[int]) -> None:
+        removed = set(indices)
+        self.node2pending[node] = [index for index in self.node2pending[node] if index not in removed]
+        self.pending.extend(sorted(removed))
+        for other in self.nodes:
+            self._top_up(other)
+
+    def remove_node(self, node: Any) -> str | None:
+        """A worker went away: the test it was running crashed it; the rest of its share goes to the others."""
+        pending = self.node2pending.pop(node)
+        if not pending:
+            return None
+        assert self.collection is not None
+        crashed = self.collection[pending.pop(0)]
+        self.pending.extend(pending)
+        for other in self.nodes:
+            self._top_up(other)
+        return crashed
 
     def schedule(self) -> None:
         assert self.collection_is_completed
         if self.collection is not None:
             for node in self.nodes:
-                self.check_schedule(node)
+                self._top_up(node)
             return
-        if not self._check_nodes_have_same_collection():
+        collections = list(self.node2collection.values())
+        if any(collection != collections[0] for collection in collections[1:]):
             self.log("**Different tests collected, aborting run**")
             return
-        collection: list[str] = next(iter(self.node2collection.values()))
-        self.collection = collection
-        if not collection:
+        self.collection = collections[0]
+        if not self.collection:
             return
-        ranks = assign_ranks(collection, len(self.nodes), read_probe_groups(self.groups_file))
+        ranks = assign_ranks(self.collection, len(self.nodes), read_probe_groups(self.groups_file))
         assigned: set[int] = set()
         for node in self.nodes:
             rank = worker_rank(node.gateway.id)
@@ -110,10 +177,22 @@ class ShareScheduling(LoadScheduling):  # type: ignore[misc]
                 assigned.update(share)
                 self.node2pending[node].extend(share)
                 node.send_runtest_some(share)
-        # Whatever no rank claimed is handed out the usual way, as it is asked for.
-        self.pending[:] = [index for index in range(len(collection)) if index not in assigned]
+        self.pending = [index for index in range(len(self.collection)) if index not in assigned]
         for node in self.nodes:
-            self.check_schedule(node)
+            self._top_up(node)
+
+    def _top_up(self, node: Any) -> None:
+        if node.shutting_down:
+            return
+        if not self.pending:
+            # Nothing left to hand out: the worker finishes its queue and stops.
+            node.shutdown()
+            return
+        wanted = 2 - len(self.node2pending[node])
+        if wanted > 0:
+            batch, self.pending = self.pending[:wanted], self.pending[wanted:]
+            self.node2pending[node].extend(batch)
+            node.send_runtest_some(batch)
 
 
 def share_of(items: list[pytest.Item], workerinput: dict[str, Any]) -> list[pytest.Item]:
