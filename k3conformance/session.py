@@ -38,7 +38,7 @@ from k3conformance.runs.records import (
 )
 
 if TYPE_CHECKING:
-    from k3conformance.endpoint.preflight import ReferenceProcess
+    from k3conformance.endpoint.reference_process import ReferenceProcess
     from k3conformance.gate.decision import GateResult
     from k3conformance.probes.runner import BackgroundLoop, Runner
     from k3conformance.runs.stored import StoredRun
@@ -141,7 +141,8 @@ class RunState:
 
     def ensure_endpoint(self) -> ResolvedEndpoint:
         # The HTTP stack is imported only by sessions that talk to an endpoint.
-        from k3conformance.endpoint.preflight import EndpointError, start_endpoint
+        from k3conformance.endpoint.errors import EndpointError
+        from k3conformance.endpoint.preflight import start_endpoint
 
         if self.endpoint is None:
             try:

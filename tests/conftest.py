@@ -4,7 +4,6 @@ reference deployment in a thread."""
 from __future__ import annotations
 
 import contextlib
-import shutil
 from collections.abc import Iterator
 
 # pytester's in-process runs unload whatever was first imported during a run; `datasets`
@@ -17,7 +16,7 @@ import scipy.stats  # noqa: F401
 
 with contextlib.suppress(ImportError):
     import matplotlib.pyplot  # noqa: F401
-from run_files import REPO
+from run_files import copy_suites
 
 from k3conformance.reference.profiles import get_profile
 from k3conformance.reference.server import RunningServer, start_in_thread
@@ -26,8 +25,7 @@ from k3conformance.reference.server import RunningServer, start_in_thread
 @pytest.fixture
 def suite_project(pytester: pytest.Pytester) -> pytest.Pytester:
     """A project with the repo's smoke suite, its suites conftest and no ini file."""
-    for name in ("conftest.py", "test_smoke.py"):
-        shutil.copy(REPO / "suites" / name, pytester.path / name)
+    copy_suites(pytester.path, ["test_smoke.py"])
     return pytester
 
 

@@ -1,8 +1,11 @@
-"""Readers for what a run left on disk."""
+"""Helpers of the plugin's own tests: copying the suites into a test project, and reading
+what a run left on disk."""
 
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,12 @@ CONFORMANCE_SUITES = (
     "test_request_validation.py",
     "test_state_consistency.py",
 )
+
+
+def copy_suites(destination: Path, suites: Iterable[str] = CONFORMANCE_SUITES) -> None:
+    """Copy the suites conftest (which marks a suites directory) and the named suite files."""
+    for name in ("conftest.py", *suites):
+        shutil.copy(REPO / "suites" / name, destination / name)
 
 
 def run_dirs(results: Path) -> list[Path]:

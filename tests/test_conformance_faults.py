@@ -10,11 +10,10 @@ for instance). A new failure anywhere else is a regression in a check or a profi
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-from run_files import CONFORMANCE_SUITES, REPO
+from run_files import copy_suites
 
 # profile -> (the check it exists to trip, the layer that check must name)
 TARGETS: dict[str, tuple[str, str]] = {
@@ -261,8 +260,7 @@ EXTRA_ARGUMENTS = {"reasoning-field-vllm": ["--k3-strict-reasoning-field"]}
 
 @pytest.fixture
 def suites_project(pytester: pytest.Pytester) -> pytest.Pytester:
-    for name in ("conftest.py", *CONFORMANCE_SUITES):
-        shutil.copy(REPO / "suites" / name, pytester.path / name)
+    copy_suites(pytester.path)
     return pytester
 
 

@@ -5,20 +5,18 @@ that cannot be scored failing their test, and a missing dataset as one clear mes
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from run_files import REPO, only_run, summary_of
+from run_files import copy_suites, only_run, summary_of
 
 EVAL_SUITES = ("test_math.py", "test_coding.py", "test_long_context.py")
 
 
 @pytest.fixture
 def eval_project(pytester: pytest.Pytester) -> pytest.Pytester:
-    for name in ("conftest.py", *EVAL_SUITES):
-        shutil.copy(REPO / "suites" / name, pytester.path / name)
+    copy_suites(pytester.path, EVAL_SUITES)
     return pytester
 
 

@@ -5,12 +5,11 @@ candidate, read the verdict from the terminal, the exit status and the report fi
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from run_files import REPO, only_run
+from run_files import copy_suites, only_run
 
 from k3conformance.cli import main as cli_main
 
@@ -21,8 +20,7 @@ COMMON = ("--k3-limit", "40", "--k3-max-tokens", "8192", "--k3-coding-dataset", 
 
 @pytest.fixture
 def gate_project(pytester: pytest.Pytester) -> pytest.Pytester:
-    for name in ("conftest.py", "test_coding.py", "test_math.py", "test_reasoning.py"):
-        shutil.copy(REPO / "suites" / name, pytester.path / name)
+    copy_suites(pytester.path, ["test_coding.py", "test_math.py", "test_reasoning.py"])
     return pytester
 
 

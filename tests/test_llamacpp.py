@@ -18,7 +18,6 @@ import ast
 import asyncio
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 import time
@@ -31,7 +30,7 @@ import llamacpp_server
 import pytest
 from aiohttp import web
 from llamacpp_server import MODEL_ALIAS, PARALLEL_SLOTS, require_model, running_llamacpp
-from run_files import CONFORMANCE_SUITES, REPO, only_run, summary_of
+from run_files import CONFORMANCE_SUITES, REPO, copy_suites, only_run, summary_of
 
 from k3conformance.endpoint.preflight import REDACTED, fetch_server_info
 from k3conformance.runs.records import iter_records
@@ -119,8 +118,7 @@ def _child_environment(api_key: str) -> dict[str, str]:
 def llamacpp_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SuiteRun]:
     model = require_model()
     project = tmp_path_factory.mktemp("llamacpp-project")
-    for name in ("conftest.py", *CONFORMANCE_SUITES):
-        shutil.copy(REPO / "suites" / name, project / name)
+    copy_suites(project)
     api_key = secrets.token_urlsafe(24)
     with running_llamacpp(model, api_key) as server:
         started = time.monotonic()

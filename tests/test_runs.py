@@ -4,10 +4,9 @@ shows, what lands on disk, xdist merging, resuming a killed run, and secrets."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
-from run_files import REPO, comparable, only_run, responses_by_key, run_dirs, summary_of
+from run_files import REPO, comparable, copy_suites, only_run, responses_by_key, run_dirs, summary_of
 
 from k3conformance.reference.server import RunningServer
 
@@ -198,8 +197,7 @@ def test_wrong_key_is_one_clear_error(suite_project: pytest.Pytester, monkeypatc
 def test_xdist_sends_each_probe_once_across_all_suites(pytester: pytest.Pytester) -> None:
     # Tests parametrized by probe and mode (`test_x[stream-pong]`) share one probe: under
     # xdist they must land on one worker, or the probe is sent by several.
-    for path in (REPO / "suites").glob("*.py"):
-        shutil.copy(path, pytester.path / path.name)
+    copy_suites(pytester.path, [path.name for path in (REPO / "suites").glob("test_*.py")])
     single = pytester.runpytest_subprocess("--k3-results-dir", "single", "-p", "no:xdist", "--k3-limit", "6")
     spread = pytester.runpytest_subprocess("--k3-results-dir", "spread", "-n", "3", "--k3-limit", "6")
     assert single.ret == spread.ret == 0

@@ -9,7 +9,6 @@ test restarts a real server on the same port in the middle of a run.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from run_files import REPO, only_run, responses_by_key, summary_of
+from run_files import REPO, copy_suites, only_run, responses_by_key, summary_of
 
 from k3conformance.reference.faults import TRANSPORT_FAULTS
 from k3conformance.reference.profiles import get_profile, profiles_of_kind
@@ -229,8 +228,7 @@ def test_a_server_restarted_mid_run_on_the_same_port(
 
 
 def test_a_rate_limited_validation_request_is_not_scored(pytester: pytest.Pytester) -> None:
-    for name in ("conftest.py", "test_request_validation.py"):
-        shutil.copy(REPO / "suites" / name, pytester.path / name)
+    copy_suites(pytester.path, ["test_request_validation.py"])
     with start_in_thread(get_profile("rate-limited")) as server:
         result = pytester.runpytest("--k3-endpoint", server.url, "--k3-results-dir", "out", "--k3-retries", "0")
     outcomes = result.parseoutcomes()

@@ -34,3 +34,7 @@ class RequestError:
     def describe(self) -> str:
         status = f"HTTP {self.http_status} " if self.http_status else ""
         return f"{status}{self.kind}: {self.message} (after {self.attempts} attempt(s))"
+
+
+class EndpointError(Exception):
+    """The endpoint cannot be used; the message is meant for the person at the terminal."""

@@ -9,16 +9,14 @@ failed and what to do.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-import tempfile
-import threading
-from typing import IO, Any
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import aiohttp
 import openai
 
+from k3conformance.endpoint.errors import EndpointError
+from k3conformance.endpoint.reference_process import ReferenceProcess
 from k3conformance.endpoint.resolved import ResolvedEndpoint
 from k3conformance.endpoint.url import (
     is_reference,
@@ -31,73 +29,9 @@ from k3conformance.options import Settings
 
 PREFLIGHT_TIMEOUT_S = 30.0
 SERVER_INFO_TIMEOUT_S = 10.0
-REFERENCE_START_TIMEOUT_S = 60.0
 # SGLang's server_info echoes its own arguments, `api_key` among them.
 _SECRET_KEY = re.compile(r"key|token|secret|password|passwd|credential|auth", re.IGNORECASE)
 REDACTED = "<redacted>"
-
-
-class EndpointError(Exception):
-    """The endpoint cannot be used; the message is meant for the person at the terminal."""
-
-
-class ReferenceProcess:
-    """`k3conformance serve` in a child process; it exits when our end of its stdin closes,
-    so it cannot outlive this process even after a crash."""
-
-    def __init__(self, profile: str) -> None:
-        command = [
-            sys.executable,
-            "-m",
-            "k3conformance",
-            "serve",
-            "--profile",
-            profile,
-            "--port",
-            "0",
-            "--exit-with-stdin",
-        ]
-        self.profile = profile
-        # A file, not a pipe: nobody reads the server's log while it runs, and a full
-        # pipe would stall it.
-        self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in close(), it outlives this method)
-        self._process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            text=True,
-        )
-        self.url = self._read_url()
-
-    def _read_url(self) -> str:
-        lines: list[str] = []
-        stdout: IO[str] = self._process.stdout  # type: ignore[assignment]
-        reader = threading.Thread(target=lambda: lines.append(stdout.readline()), daemon=True)
-        reader.start()
-        reader.join(REFERENCE_START_TIMEOUT_S)
-        url = lines[0].strip() if lines else ""
-        if not url.startswith("http"):
-            self.stop()
-            self._log.seek(0)
-            stderr = self._log.read()
-            raise EndpointError(
-                "The embedded reference deployment did not start "
-                f"(`{sys.executable} -m k3conformance serve --profile {self.profile}`):\n{stderr.strip()[-2000:]}"
-            )
-        return url
-
-    def stop(self) -> None:
-        if self._process.poll() is None:
-            if self._process.stdin:
-                self._process.stdin.close()
-            try:
-                self._process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-        if self._process.stdout:
-            self._process.stdout.close()
 
 
 def redact_secrets(value: Any, known: tuple[str, ...] = ()) -> Any:
