@@ -8,10 +8,11 @@ from functools import cache
 import pytest
 from run_files import REPO
 
-from k3conformance.reference.answer_key import AnswerKey, FixtureItem
+from k3conformance.reference.answer_key import AnswerKey
 from k3conformance.reference.faults import LONG_OUTPUT_SUITES
 from k3conformance.reference.profiles import get_profile, profiles_of_kind
-from k3conformance.reference.simulator import Completion, Simulator
+from k3conformance.reference.simulator import Simulator
+from k3conformance.reference.values import Completion, FixtureItem
 from k3conformance.scoring.repetition import detect
 
 MODEL = "kimi-k3-simulator"

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from k3conformance.reference import RunningServer, default_fixtures_dir
-from k3conformance.reference.faults import CONFORMANCE_FAULTS, PrefixCache, prefix_cache_for
+from k3conformance.reference.catalogue import CONFORMANCE_FAULTS
+from k3conformance.reference.faults import PrefixCache, prefix_cache_for
 from k3conformance.reference.profiles import get_profile, profiles_of_kind
 from k3conformance.reference.server import start_in_thread
 
@@ -79,10 +80,11 @@ TYPED = function_tool(
 )
 TOOLS = [WEATHER, FORECAST, TYPED]
 DECLARED = {tool["function"]["name"] for tool in TOOLS}
+# XTML types integers as "number", as SGLang's kimik3_structural_tag.py does.
 FORECAST_MARKUP = (
     '<|open|>tools<|sep|><|open|>call tool="get_forecast" index="0"<|sep|>'
     '<|open|>argument key="city" type="string"<|sep|>Paris<|close|>argument<|sep|>'
-    '<|open|>argument key="days" type="integer"<|sep|>3<|close|>argument<|sep|>'
+    '<|open|>argument key="days" type="number"<|sep|>3<|close|>argument<|sep|>'
     "<|close|>call<|sep|><|close|>tools<|sep|>"
 )
 # The four invalid requests that a sloppy validator gets wrong.

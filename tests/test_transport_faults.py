@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from run_files import REPO, copy_suites, only_run, responses_by_key, summary_of
 
-from k3conformance.reference.faults import TRANSPORT_FAULTS
+from k3conformance.reference.catalogue import TRANSPORT_FAULTS
 from k3conformance.reference.profiles import get_profile, profiles_of_kind
 from k3conformance.reference.server import RunningServer, start_in_thread
 from k3conformance.reference.transport import HANDLED_FAULTS

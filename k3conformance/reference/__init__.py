@@ -13,9 +13,10 @@ if TYPE_CHECKING:
     from k3conformance.reference.answer_key import AnswerKey, default_fixtures_dir
     from k3conformance.reference.app import build_app
     from k3conformance.reference.identity import DEFAULT_MODEL_ID
-    from k3conformance.reference.profiles import PROFILES, Profile, get_profile
+    from k3conformance.reference.profiles import PROFILES, get_profile
     from k3conformance.reference.server import RunningServer, serve, start_in_thread
-    from k3conformance.reference.simulator import Completion, InvalidRequest, Simulator, ToolCall
+    from k3conformance.reference.simulator import Simulator
+    from k3conformance.reference.values import Completion, InvalidRequest, Profile, ToolCall
 
 # Imported on first use: reading profile names must not pull in aiohttp and jsonschema.
 _EXPORTS = {
@@ -24,15 +25,15 @@ _EXPORTS = {
     "build_app": "app",
     "DEFAULT_MODEL_ID": "identity",
     "PROFILES": "profiles",
-    "Profile": "profiles",
+    "Profile": "values",
     "get_profile": "profiles",
     "RunningServer": "server",
     "serve": "server",
     "start_in_thread": "server",
-    "Completion": "simulator",
-    "InvalidRequest": "simulator",
+    "Completion": "values",
+    "InvalidRequest": "values",
     "Simulator": "simulator",
-    "ToolCall": "simulator",
+    "ToolCall": "values",
 }
 
 __all__ = [

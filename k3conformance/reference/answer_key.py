@@ -6,29 +6,11 @@ import functools
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from k3conformance.datasets.bundled import fixtures_dir
-
-
-@dataclass(frozen=True)
-class ExpectedToolCall:
-    name: str
-    arguments: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class FixtureItem:
-    suite: str
-    id: str
-    prompt: str
-    answer: Any
-    reply: str
-    wrong_reply: str | None
-    graded: bool
-    tool_calls: tuple[ExpectedToolCall, ...]
+from k3conformance.reference.values import ExpectedToolCall, FixtureItem
 
 
 def default_fixtures_dir() -> Path:

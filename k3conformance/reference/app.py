@@ -20,10 +20,10 @@ from aiohttp.typedefs import Handler, Middleware
 from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.answer_key import AnswerKey, default_fixtures_dir
 from k3conformance.reference.identity import DEFAULT_MODEL_ID, SIMULATOR_OWNER, SIMULATOR_WARNING, package_version
-from k3conformance.reference.profiles import Profile
 from k3conformance.reference.prose import words_for_bytes
-from k3conformance.reference.simulator import InvalidRequest, Simulator
+from k3conformance.reference.simulator import Simulator
 from k3conformance.reference.transport import transport_faults_for
+from k3conformance.reference.values import InvalidRequest, Profile
 from k3conformance.reference.wire import completion_object, stream_frames
 
 _log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The one place where a profile's deliberate faults change what the reference deployment emits.
 
-Every fault reproduces a real serving bug (profiles.py names it). Each hook receives
+Every fault reproduces a real serving bug (catalogue.py names it). Each hook receives
 what the healthy deployment would do and returns what a faulty one does instead; each
 is called from exactly one place:
 
@@ -25,72 +25,12 @@ import hashlib
 import json
 import random
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
+from k3conformance.checks.markup import xtml_tools_block
 from k3conformance.reference.prose import chunk_words, count_tokens
-
-if TYPE_CHECKING:
-    from k3conformance.reference.answer_key import FixtureItem
-    from k3conformance.reference.request import ChatRequest
-    from k3conformance.reference.simulator import Completion
-
-CONFORMANCE_FAULTS: frozenset[str] = frozenset(
-    {
-        # reasoning and the API
-        "no-reasoning-parser",
-        "reasoning-field-vllm",
-        "message-close-leak",
-        "k2-think-tags",
-        "raw-stop-token",
-        "empty-content",
-        "length-reported-as-stop",
-        "effort-ignored",
-        "null-reasoning-stream",
-        "double-finish",
-        "no-stream-usage",
-        "content-before-reasoning",
-        "usage-excludes-reasoning",
-        "rejects-reasoning-history",
-        # tool calls
-        "empty-tool-calls",
-        "stringified-arguments",
-        "hallucinated-tool-name",
-        "reused-tool-ids",
-        "duplicate-tool-ids",
-        "tool-choice-none-ignored",
-        "tool-choice-required-ignored",
-        "tool-choice-named-ignored",
-        "required-without-tools-accepted",
-        "parallel-index-collision",
-        "eager-tool-calls",
-        "stream-repeats-tool-name",
-        "xtml-tools-without-tools",
-        "response-format-ignored",
-        "lenient-validation",
-        "validation-500",
-        # state
-        "prefix-cache-corruption",
-    }
-)
-
-# Faults of a layout that answers worse: only a comparison with a baseline can catch them.
-# The accuracy loss itself is the profile's lower accuracy; this fault adds the loops.
-ACCURACY_FAULTS: frozenset[str] = frozenset({"fused-moe-loop"})
-# Faults of the network or the server process: retries and resume must absorb them.
-# They act in the HTTP layer, in transport.py, not through the hooks below.
-TRANSPORT_FAULTS: frozenset[str] = frozenset(
-    {
-        "latency-spikes",
-        "dropped-connection",
-        "stream-without-done",
-        "malformed-frame",
-        "rate-limited",
-        "server-errors",
-        "server-restart",
-    }
-)
-KNOWN_FAULTS: frozenset[str] = CONFORMANCE_FAULTS | ACCURACY_FAULTS | TRANSPORT_FAULTS
+from k3conformance.reference.values import ChatRequest, Completion, FixtureItem, Problem
 
 # wire.REASONING_FIELD; wire imports this module, so the name is repeated rather than imported.
 _REASONING_CONTENT = "reasoning_content"
@@ -105,15 +45,6 @@ _ARGUMENT_PIECES = 3
 
 # --- request validation --------------------------------------------------------------
 
-Problem = Literal[
-    "duplicate-tool-name",
-    "invalid-tool-name",
-    "tool-message-without-id",
-    "invalid-tool-choice",
-    "tool-choice-without-tools",
-    "undeclared-named-tool",
-    "reasoning-in-history",
-]
 # The healthy answer to each problem; None: the request is valid and answered.
 _HEALTHY_STATUS: Mapping[Problem, int | None] = {
     "duplicate-tool-name": 400,
@@ -187,38 +118,9 @@ def first_tool_call_index(faults: frozenset[str], calls_in_history: int) -> int:
 # --- raw tool-call markup --------------------------------------------------------------
 
 
-def xtml_tool_markup(calls: Iterable[tuple[str, int, Mapping[str, Any]]]) -> str:
-    """K3's XTML for (name, index, arguments) calls: what the model writes before the tool-call parser reads it."""
-    parts = ["<|open|>tools<|sep|>"]
-    for name, index, arguments in calls:
-        parts.append(f'<|open|>call tool="{name}" index="{index}"<|sep|>')
-        for key, value in arguments.items():
-            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-            parts.append(
-                f'<|open|>argument key="{key}" type="{_xtml_type(value)}"<|sep|>{text}<|close|>argument<|sep|>'
-            )
-        parts.append("<|close|>call<|sep|>")
-    parts.append("<|close|>tools<|sep|>")
-    return "".join(parts)
-
-
-def _xtml_type(value: Any) -> str:
-    if isinstance(value, bool):  # before int: bool is a subclass of int
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "string" if isinstance(value, str) else "null"
-
-
 def _markup_of_call_objects(calls: Sequence[Mapping[str, Any]]) -> str:
     # The XTML index is the number the server puts at the end of the id (functions.NAME:N).
-    return xtml_tool_markup(
+    return xtml_tools_block(
         (call["function"]["name"], int(call["id"].rpartition(":")[2]), _argument_object(call["function"]["arguments"]))
         for call in calls
     )
@@ -241,7 +143,7 @@ def tool_markup_without_tools(
         return None
     if request.messages[-1].get("role") == "tool":
         return None  # with a tool result in hand the model answers rather than calling again
-    return xtml_tool_markup(
+    return xtml_tools_block(
         (call.name, first_index + offset, call.arguments) for offset, call in enumerate(item.tool_calls)
     )
 

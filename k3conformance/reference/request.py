@@ -4,45 +4,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from k3conformance.reference import faults as fault_hooks
-from k3conformance.reference.faults import Problem
+from k3conformance.reference.values import ChatRequest, InvalidRequest, Problem, ToolSpec
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 EFFORTS = ("low", "high", "max")
 TOOL_CHOICE_MODES = ("auto", "none", "required")
 RESPONSE_FORMATS = ("text", "json_object", "json_schema")
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-
-
-class InvalidRequest(Exception):
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.param = param
-        self.code = code
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    parameters: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class ChatRequest:
-    messages: tuple[Mapping[str, Any], ...]
-    tools: tuple[ToolSpec, ...]
-    tool_choice: str  # one of TOOL_CHOICE_MODES, or "named"
-    named_tool: str | None
-    effort: str
-    thinking: bool
-    max_tokens: int | None
-    response_format: Mapping[str, Any] | None
-    seed: int | None
 
 
 def _bad(message: str, param: str | None = None) -> InvalidRequest:

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from k3conformance.reference.app import build_app
 from k3conformance.reference.identity import DEFAULT_MODEL_ID, startup_notice
-from k3conformance.reference.profiles import Profile
+from k3conformance.reference.values import Profile
 
 # Long streams in flight at shutdown are abandoned after this long rather than awaited.
 _SHUTDOWN_TIMEOUT_S = 2.0

@@ -7,7 +7,6 @@ import hashlib
 import json
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -15,37 +14,20 @@ from jsonschema.exceptions import SchemaError
 
 from k3conformance.datasets.long_prompts import needle_answer
 from k3conformance.reference import faults as fault_hooks
-from k3conformance.reference.answer_key import AnswerKey, FixtureItem
+from k3conformance.reference.answer_key import AnswerKey
 from k3conformance.reference.faults import PrefixCache
-from k3conformance.reference.profiles import Profile, get_profile
+from k3conformance.reference.profiles import get_profile
 from k3conformance.reference.prose import count_tokens, generic_reply, reasoning_text, take_tokens, wrong_variant
-from k3conformance.reference.request import ChatRequest, InvalidRequest, parse_request
+from k3conformance.reference.request import parse_request
 from k3conformance.reference.schema_values import UnsupportedSchema, example_value
 from k3conformance.reference.tool_use import plan_tool_calls
+from k3conformance.reference.values import ChatRequest, Completion, FixtureItem, InvalidRequest, Profile, ToolCall
 
-__all__ = ["Completion", "InvalidRequest", "Simulator", "ToolCall"]
+__all__ = ["Simulator"]
 
 _TOKENS_PER_MESSAGE = 4
 # Where a loop stops when the request sets no max_tokens: a server's default budget.
 _UNLIMITED_LOOP_TOKENS = 32768
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    id: str
-    name: str
-    arguments: str  # JSON text, exactly as sent on the wire
-
-
-@dataclass(frozen=True)
-class Completion:
-    reasoning: str  # empty when thinking is disabled
-    content: str | None  # None when the turn is tool calls
-    tool_calls: tuple[ToolCall, ...]
-    finish_reason: str
-    prompt_tokens: int
-    completion_tokens: int
-    reasoning_tokens: int
 
 
 def message_text(message: Mapping[str, Any]) -> str:

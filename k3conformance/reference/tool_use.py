@@ -6,9 +6,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from k3conformance.reference.answer_key import FixtureItem
-from k3conformance.reference.request import ChatRequest, ToolSpec
 from k3conformance.reference.schema_values import example_value
+from k3conformance.reference.values import ChatRequest, FixtureItem, ToolSpec
 
 PlannedCall = tuple[str, Mapping[str, Any]]
 

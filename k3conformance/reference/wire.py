@@ -9,7 +9,7 @@ from typing import Any
 
 from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.prose import chunk_words
-from k3conformance.reference.simulator import Completion, ToolCall
+from k3conformance.reference.values import Completion, ToolCall
 
 # SGLang's name for the reasoning field (vLLM has used both this and `reasoning`).
 REASONING_FIELD = "reasoning_content"

@@ -1,0 +1,262 @@
+"""The fault catalogue: every deliberate fault of the reference deployment, declared once.
+
+Each row names a fault, its kind and the real serving bug it reproduces. `faults.py`
+(where faults act) and `profiles.py` (one profile per conformance and transport fault)
+both derive from this table, so adding a fault is adding a row here and its effect there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+# conformance: an API or parser fault the conformance suites must catch. accuracy: a
+# layout that answers worse or loops, which only the gate's comparison with a baseline can
+# catch. transport: a network or server that fails requests, which retries and resume must absorb.
+FaultKind = Literal["conformance", "accuracy", "transport"]
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    kind: FaultKind
+    # The real bug this fault reproduces, with its source (issue, PR) where there is one.
+    bug: str
+
+
+FAULTS: tuple[Fault, ...] = (
+    # reasoning and the API
+    Fault(
+        "no-reasoning-parser",
+        "conformance",
+        (
+            "server started without --reasoning-parser kimi_k3: no reasoning field, the thinking block "
+            "arrives inside content between <|open|>think<|sep|> and <|close|>think<|sep|>"
+        ),
+    ),
+    Fault(
+        "reasoning-field-vllm",
+        "conformance",
+        (
+            "newer vLLM field name: reasoning travels in `reasoning` instead of `reasoning_content` "
+            "(not a bug by itself; strict mode flags it)"
+        ),
+    ),
+    Fault(
+        "message-close-leak",
+        "conformance",
+        ("vLLM issues 51399/51412: the <|close|>message<|sep|> end marker leaks as a last content delta in streams"),
+    ),
+    Fault(
+        "k2-think-tags",
+        "conformance",
+        "Kimi K2 chat template markers leaking into K3 output: reasoning wrapped in <think>...</think>",
+    ),
+    Fault(
+        "raw-stop-token",
+        "conformance",
+        "ROCm/ATOM issue 1727: finish_reason is the raw stop token `stop_163586` instead of `stop`",
+    ),
+    Fault(
+        "empty-content",
+        "conformance",
+        "the reasoning parser swallows the answer: content is empty and the answer ends the reasoning",
+    ),
+    Fault(
+        "length-reported-as-stop",
+        "conformance",
+        "truncation by max_tokens reported as finish_reason `stop` instead of `length`",
+    ),
+    Fault(
+        "effort-ignored",
+        "conformance",
+        "thinking effort not passed to the chat template: every request reasons at `max` length",
+    ),
+    Fault(
+        "null-reasoning-stream",
+        "conformance",
+        (
+            'SGLang issue 39898: every streamed delta carries "reasoning_content": null and the reasoning '
+            "text is never streamed"
+        ),
+    ),
+    Fault(
+        "double-finish",
+        "conformance",
+        "streams send a second finish frame (finish_reason `stop`, empty delta) after the real one",
+    ),
+    Fault("no-stream-usage", "conformance", "stream_options.include_usage ignored: streams end without a usage frame"),
+    Fault("content-before-reasoning", "conformance", "streams send every content delta before the reasoning deltas"),
+    Fault(
+        "usage-excludes-reasoning",
+        "conformance",
+        ("usage.completion_tokens leaves out reasoning tokens (completion_tokens_details.reasoning_tokens still set)"),
+    ),
+    Fault(
+        "rejects-reasoning-history",
+        "conformance",
+        (
+            "servers that reject preserved thinking: HTTP 400 when an assistant message in the history "
+            "carries `reasoning_content` or `reasoning`"
+        ),
+    ),
+    # tool calls
+    Fault(
+        "empty-tool-calls",
+        "conformance",
+        (
+            "MoonshotAI Kimi-K2 issue 26: the tool-call parser misses the calls: `tool_calls: []`, "
+            "finish_reason `tool_calls`, and the raw XTML call markup in content"
+        ),
+    ),
+    Fault(
+        "stringified-arguments",
+        "conformance",
+        (
+            "K3 XTML tool parser treating every argument as a string: numbers, booleans, arrays and "
+            'objects arrive JSON-encoded as strings ({"days": "3"})'
+        ),
+    ),
+    Fault(
+        "hallucinated-tool-name",
+        "conformance",
+        (
+            "vLLM PR 36891: the tool name keeps the `functions.` prefix (functions.get_weather), naming an undeclared tool"
+        ),
+    ),
+    Fault(
+        "reused-tool-ids",
+        "conformance",
+        "tool-call ids restart at functions.NAME:0 every turn, so ids repeat within a conversation",
+    ),
+    Fault(
+        "duplicate-tool-ids",
+        "conformance",
+        (
+            "tool-call id disputes (functions.NAME:IDX vs NAME_IDX vs call_<uuid>) gone wrong: parallel calls "
+            "in one message share one id"
+        ),
+    ),
+    Fault("tool-choice-none-ignored", "conformance", 'vLLM PR 43155: tool_choice "none" treated as "auto"'),
+    Fault(
+        "tool-choice-required-ignored", "conformance", 'SGLang issue 39895: tool_choice "required" treated as "auto"'
+    ),
+    Fault(
+        "tool-choice-named-ignored",
+        "conformance",
+        ('a named tool_choice treated as "auto", and a named tool missing from `tools` is not rejected'),
+    ),
+    Fault(
+        "required-without-tools-accepted",
+        "conformance",
+        ("tool_choice required or named without `tools` answered 200 with text instead of rejected with 400"),
+    ),
+    Fault(
+        "parallel-index-collision",
+        "conformance",
+        "every streamed tool-call delta has index 0, so clients merge parallel calls into one",
+    ),
+    Fault(
+        "eager-tool-calls",
+        "conformance",
+        'with tools declared and tool_choice "auto" a tool is always called, even for chit-chat',
+    ),
+    Fault(
+        "stream-repeats-tool-name",
+        "conformance",
+        ("streamed tool calls repeat id, type and function.name in every argument delta, so clients concatenate names"),
+    ),
+    Fault(
+        "xtml-tools-without-tools",
+        "conformance",
+        (
+            "SGLang issue 39583: with no tools declared the tool-call parser never runs, so tool calls "
+            "leak into content as raw XTML markup"
+        ),
+    ),
+    Fault("response-format-ignored", "conformance", "response_format ignored: plain text where JSON was requested"),
+    Fault(
+        "lenient-validation",
+        "conformance",
+        (
+            "invalid requests (duplicate or invalid tool names, tool message without tool_call_id, "
+            "invalid tool_choice) answered 200 instead of rejected with 400"
+        ),
+    ),
+    Fault(
+        "validation-500",
+        "conformance",
+        (
+            "invalid requests (duplicate or invalid tool names, tool message without tool_call_id, "
+            "invalid tool_choice) crash with HTTP 500 instead of a 400"
+        ),
+    ),
+    # state
+    Fault(
+        "prefix-cache-corruption",
+        "conformance",
+        (
+            "SGLang prefix caching of K3's recurrent state (69 of 93 layers keep a fixed-size state "
+            "snapshotted at prompt positions): answers corrupted when a cached prompt prefix is reused"
+        ),
+    ),
+    # the model on a faulty layout: only a comparison with a baseline can catch it
+    Fault(
+        "fused-moe-loop",
+        "accuracy",
+        "sglang issue 40751: EP32 with the fused MegaMoE kernel; about half of the long coding outputs loop "
+        "until the token limit after a healthy start (0 of 113 on TP8)",
+    ),
+    # the network or the server process: retries and resume must absorb them (transport.py)
+    Fault(
+        "latency-spikes",
+        "transport",
+        "every other request stalls 3 s on its first attempt (mid-stream, after the first frame)",
+    ),
+    Fault(
+        "dropped-connection",
+        "transport",
+        "every other request loses its connection half-way through the answer on its first attempt",
+    ),
+    Fault(
+        "stream-without-done",
+        "transport",
+        (
+            "every other stream ends cleanly right after the finish frame on its first attempt: no usage frame, no [DONE]"
+        ),
+    ),
+    Fault(
+        "malformed-frame",
+        "transport",
+        "every other request gets a frame (or body) of cut-off JSON on its first attempt",
+    ),
+    Fault(
+        "rate-limited",
+        "transport",
+        ("every other request gets HTTP 429 with Retry-After: 1 on its first attempt, and again if retried too early"),
+    ),
+    Fault(
+        "server-errors",
+        "transport",
+        "every other request gets a burst of server errors: HTTP 503, then HTTP 500 on its retry",
+    ),
+    Fault(
+        "server-restart",
+        "transport",
+        (
+            "the server restarts at the fourth request: every open connection is cut and the next two attempts are refused"
+        ),
+    ),
+)
+
+FAULT_BY_NAME: dict[str, Fault] = {fault.name: fault for fault in FAULTS}
+
+
+def faults_of_kind(kind: FaultKind) -> frozenset[str]:
+    return frozenset(fault.name for fault in FAULTS if fault.kind == kind)
+
+
+CONFORMANCE_FAULTS: frozenset[str] = faults_of_kind("conformance")
+ACCURACY_FAULTS: frozenset[str] = faults_of_kind("accuracy")
+TRANSPORT_FAULTS: frozenset[str] = faults_of_kind("transport")
+KNOWN_FAULTS: frozenset[str] = frozenset(FAULT_BY_NAME)

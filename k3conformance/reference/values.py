@@ -1,0 +1,139 @@
+"""The reference deployment's value types: what flows between request parsing, the simulator,
+the fault hooks, the wire layer and the profiles.
+
+They live here, apart from the code that makes them, so that `faults.py`, `request.py`,
+`simulator.py` and `profiles.py` import this module and never each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from k3conformance.reference.catalogue import KNOWN_FAULTS
+
+# --- a request --------------------------------------------------------------------------
+
+
+class InvalidRequest(Exception):
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+
+
+# What request validation can find wrong with a request; faults.rejection_status says how a deployment answers each.
+Problem = Literal[
+    "duplicate-tool-name",
+    "invalid-tool-name",
+    "tool-message-without-id",
+    "invalid-tool-choice",
+    "tool-choice-without-tools",
+    "undeclared-named-tool",
+    "reasoning-in-history",
+]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    messages: tuple[Mapping[str, Any], ...]
+    tools: tuple[ToolSpec, ...]
+    tool_choice: str  # one of request.TOOL_CHOICE_MODES, or "named"
+    named_tool: str | None
+    effort: str
+    thinking: bool
+    max_tokens: int | None
+    response_format: Mapping[str, Any] | None
+    seed: int | None
+
+
+# --- what the model answers -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text, exactly as sent on the wire
+
+
+@dataclass(frozen=True)
+class Completion:
+    reasoning: str  # empty when thinking is disabled
+    content: str | None  # None when the turn is tool calls
+    tool_calls: tuple[ToolCall, ...]
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    reasoning_tokens: int
+
+
+# --- the fixture answers the simulator knows --------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExpectedToolCall:
+    name: str
+    arguments: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class FixtureItem:
+    suite: str
+    id: str
+    prompt: str
+    answer: Any
+    reply: str
+    wrong_reply: str | None
+    graded: bool
+    tool_calls: tuple[ExpectedToolCall, ...]
+
+
+# --- a profile ----------------------------------------------------------------------------
+
+# healthy: tp8 itself. conformance: tp8 plus one API or parser fault, which the
+# conformance suites must catch. accuracy: a layout that answers worse or loops, which
+# only the gate's comparison with a baseline can catch. transport: tp8 behind a network
+# or server that fails requests, which retries and resume must absorb.
+ProfileKind = Literal["healthy", "conformance", "accuracy", "transport"]
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    # Probability that a graded fixture item is answered correctly.
+    accuracy: float
+    # Mean reasoning length in words for each reasoning effort.
+    reasoning_words: Mapping[str, int]
+    latency_s: float = 0.0
+    # Deliberate deployment bugs (catalogue.py); see faults.py for where each one takes effect.
+    faults: frozenset[str] = field(default_factory=frozenset)
+    # The profile whose samples this one draws (a fault profile's healthy original), so
+    # that the two answer alike wherever the fault does not apply; None: its own.
+    base: str | None = None
+    kind: ProfileKind = "conformance"
+    # Accuracy of the items of single fixture suites, where it differs from `accuracy`.
+    suite_accuracy: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    # The registry shape (k3conformance.endpoint.shapes) whose server arguments /get_server_info reports.
+    shape: str = "tp8"
+
+    def __post_init__(self) -> None:
+        if not all(0.0 <= value <= 1.0 for value in (self.accuracy, *self.suite_accuracy.values())):
+            raise ValueError(f"profile {self.name!r}: accuracy must be in [0, 1]")
+        unknown = self.faults - KNOWN_FAULTS
+        if unknown:
+            raise ValueError(f"profile {self.name!r}: unknown faults {sorted(unknown)}")
+
+    def accuracy_for(self, suite: str) -> float:
+        return self.suite_accuracy.get(suite, self.accuracy)
