@@ -10,11 +10,12 @@ whitespace-separated, except that each CJK character is a token of its own (thos
 put no spaces between words). Every such run in the text is found, wherever it is, and
 qualifies as one of three kinds:
 
-- short-token: the block holds one or two distinct tokens, at least one of them a word
-  ("hmm, hmm, hmm," "Wait, Wait,"), and the run covers at least `min_short_token_run`
-  tokens. Runs of punctuation or numbers (`|---|` rows, `0, 0, 0,`) are structure, not
-  loops; no natural text says one word two dozen times in a row (GATE_NOTES, the correction
-  on repetition: MiMo-Code's 3-distinct-token guard, kept below for blocks, misses these).
+- short-token: the block holds one or two distinct tokens, words or sentence punctuation,
+  at least one a word ("hmm, hmm, hmm," "Wait, Wait," "嗯，嗯，"), and the run covers at least `min_short_token_run` tokens, outside
+  fenced code. Runs with punctuation or numbers (`|---|` rows, `0, 0, 0,`, `| Yes | Yes |`
+  cells) are structure, and so are `None, None, None` in code; no natural text says one
+  word two dozen times in a row (GATE_NOTES, the correction on repetition: MiMo-Code's
+  3-distinct-token guard, kept below for blocks, misses these).
 - block: the block holds at least `min_distinct_tokens` distinct tokens and
   `min_block_chars` characters, with no upper bound (a 5,000-character paragraph repeated
   is a loop too), and repeats at least `min_repeats` times.
@@ -31,7 +32,8 @@ limit) is a tail loop: vLLM's RepetitionDetectionParams look only there. A run t
 before the end is an escaped loop: the model got out and answered, so the loop is only
 seen here (a loop at the tail is seen by max_tokens too). Escaped block loops need
 `min_escaped_repeats` copies, more than tail ones, because healthy text may repeat a line
-a few times in the middle. The verdict `looping` is whether any run qualifies; the report
+a few times in the middle; a block of `long_block_chars` or more (a paragraph, a page) needs
+only `min_repeats` anywhere: no healthy text repeats a paragraph four times verbatim. The verdict `looping` is whether any run qualifies; the report
 describes the tail loop if there is one, else the qualifying run that covers most text.
 
 Finding the runs: every token becomes an integer id; a 4-gram of ids that occurs three
@@ -64,6 +66,7 @@ _TOKEN = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
 # A token with the whitespace before it: the lengths of these pieces give token offsets.
 _PIECE = re.compile(f"\\s*(?:[{_CJK}]|[^\\s{_CJK}]+)")
 _DIGITS = re.compile(r"\d+")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)", re.MULTILINE)
 
 _EXCERPT_CHARS = 200
 # A gram of 4 ids: long enough that a block rarely repeats one inside itself, short enough
@@ -81,6 +84,7 @@ class RepetitionConfig:
     min_block_chars: int = 12
     min_repeats: int = 4
     min_escaped_repeats: int = 6
+    long_block_chars: int = 200
     min_distinct_tokens: int = 3
     min_short_token_run: int = 24
     min_counter_repeats: int = 8
@@ -264,10 +268,15 @@ def _qualify(tokens: _Tokens, period: int, first: int, stop: int, config: Repeti
     if len(distinct) <= 2:
         if stop - first < config.min_short_token_run or not any(_is_word(word) for word in distinct):
             return None
+        if not all(_is_word(word) or _is_sentence_punctuation(word) for word in distinct):
+            return None
+        if _in_fenced_code(tokens.text, tokens.start(first)):
+            return None
         kind: LoopKind = "short-token"
     else:
-        needed = config.min_repeats if tail else config.min_escaped_repeats
         block_chars = tokens.start(first + period) - tokens.start(first)
+        long_block = block_chars >= config.long_block_chars
+        needed = config.min_repeats if tail or long_block else config.min_escaped_repeats
         if len(distinct) < config.min_distinct_tokens or block_chars < config.min_block_chars or repeats < needed:
             return None
         kind = "block"
@@ -316,6 +325,20 @@ def _reaches_end(tokens: _Tokens, period: int, stop: int) -> bool:
     if stop == count:
         return True
     return stop == count - 1 and tokens.words[stop - period].startswith(tokens.words[stop])
+
+
+def _in_fenced_code(text: str, offset: int) -> bool:
+    """Whether `offset` lies inside a fenced code block (an odd number of fences before it)."""
+    return len(_FENCE.findall(text, 0, offset)) % 2 == 1
+
+
+# Punctuation that ends or splits a sentence, in Latin and CJK scripts; not table pipes,
+# dashes or brackets, which are structure.
+_SENTENCE_PUNCTUATION = frozenset(".,;:!?…、，。！？；：")
+
+
+def _is_sentence_punctuation(token: str) -> bool:
+    return all(character in _SENTENCE_PUNCTUATION for character in token)
 
 
 def _is_word(token: str) -> bool:
