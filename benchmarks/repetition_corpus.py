@@ -1,6 +1,6 @@
 """Precision and recall of the repetition detector on the labelled corpus.
 
-    python fixtures/build_repetition_corpus.py    # (re)build the corpus, deterministic
+    python fixtures/repetition/build_corpus.py   # (re)build the corpus, deterministic
     python benchmarks/repetition_corpus.py        # figures for the README
 
 A loop counts as found when `detect` says looping; its kind as right when the report's
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from k3conformance.scoring.repetition import RepetitionReport, detect
 
-CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "repetition_corpus.json"
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "repetition" / "corpus.json"
 
 
 def kind_right(item: dict[str, Any], report: RepetitionReport) -> bool:

@@ -1,4 +1,4 @@
-"""The repetition detector on the labelled corpus (fixtures/repetition_corpus.json): no
+"""The repetition detector on the labelled corpus (fixtures/repetition/corpus.json): no
 healthy text flagged, every periodic loop found with its kind and place; the figures are
 printed by benchmarks/repetition_corpus.py and quoted in the README."""
 
@@ -13,13 +13,13 @@ from run_files import REPO
 
 from k3conformance.scoring.repetition import detect
 
-CORPUS = REPO / "fixtures" / "repetition_corpus.json"
+CORPUS = REPO / "fixtures" / "repetition" / "corpus.json"
 ITEMS: list[dict[str, Any]] = json.loads(CORPUS.read_text(encoding="utf-8"))["items"]
 
 
 def test_corpus_is_what_the_builder_builds() -> None:
     spec = importlib.util.spec_from_file_location(
-        "build_repetition_corpus", REPO / "fixtures" / "build_repetition_corpus.py"
+        "build_repetition_corpus", REPO / "fixtures" / "repetition" / "build_corpus.py"
     )
     assert spec is not None and spec.loader is not None
     builder = importlib.util.module_from_spec(spec)

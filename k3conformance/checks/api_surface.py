@@ -9,6 +9,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from k3conformance.checks.failures import check_stopped, excerpt, expect
+from k3conformance.checks.markup import find_markup
 from k3conformance.endpoint.completion import Completion
 from k3conformance.endpoint.errors import RequestError
 
@@ -26,12 +27,17 @@ def check_json_schema_content(completion: Completion, schema: Mapping[str, Any],
         parsed = False
     else:
         parsed = True
+    # A think block or other markup left in content is the reasoning parser's leak, whatever
+    # the structured-output backend did with the answer.
+    leaked = find_markup(content)
     expect(
         parsed,
-        layer="api",
+        layer="parser" if leaked else "api",
         expected=f"content that parses as JSON, since response_format asked for a json_schema ({mode})",
-        got=content,
-        hint="the server may ignore response_format (no structured-output backend, or not forwarded)",
+        got=f"{', '.join(leaked)} in {excerpt(content)}" if leaked else content,
+        hint="markup in content: the reasoning parser left it there"
+        if leaked
+        else "the server may ignore response_format (no structured-output backend, or not forwarded)",
     )
     errors = [
         f"{'/'.join(map(str, error.absolute_path)) or '(root)'}: {error.message}"

@@ -96,7 +96,26 @@ _FAULT_BUGS: Mapping[str, str] = {
         "servers that reject preserved thinking: HTTP 400 when an assistant message in the history "
         "carries `reasoning_content` or `reasoning`"
     ),
+    "usage-ignores-reasoning": (
+        "usage counts only the tokens after the thinking block: hundreds of words of reasoning, "
+        "completion_tokens of a few and reasoning_tokens 0"
+    ),
+    "drops-reasoning-history": (
+        "the chat template is rendered without preserve_thinking: earlier turns' reasoning is accepted "
+        "but silently dropped from the prompt, so a later turn cannot use it"
+    ),
+    "tokens-after-eos": (
+        "speculative decoding keeps draft tokens accepted past the end-of-message token: "
+        'a stray token follows every answer ("42 7")'
+    ),
+    "no-done-marker": (
+        "streams end after their finish and usage frames without the closing data: [DONE] of the OpenAI protocol"
+    ),
     # tool calls
+    "unparsed-arguments": (
+        "the tool-call parser closes the argument block one character early: arguments arrive as "
+        'JSON without its closing brace ({"city": "Paris")'
+    ),
     "empty-tool-calls": (
         "MoonshotAI Kimi-K2 issue 26: the tool-call parser misses the calls: `tool_calls: []`, "
         "finish_reason `tool_calls`, and the raw XTML call markup in content"
