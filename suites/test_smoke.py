@@ -56,11 +56,6 @@ def test_streaming_matches_non_streaming(probe: Probe, k3_result: ProbeResult) -
 
 
 @probes
-def test_stream_ends_with_done(probe: Probe, k3_result: ProbeResult) -> None:
-    checks.check_stream_ends_with_done(k3_result.completion("stream"))
-
-
-@probes
 def test_usage_reported(probe: Probe, k3_result: ProbeResult) -> None:
     for step in ("plain", "stream"):
         mode = "streaming, with stream_options.include_usage" if step == "stream" else "non-streaming"

@@ -79,7 +79,7 @@ def test_a_stream_that_ends_without_done_is_incomplete_and_retried(retries: int)
 
 def test_a_stream_with_finish_and_usage_but_no_done_is_the_apis_omission() -> None:
     """Everything but [DONE] arrived: nothing the checks read is lost, so the completion is
-    kept (the smoke suite's stream_ends_with_done fails it, at the API layer) and not retried
+    kept (the smoke suite's streaming_matches_non_streaming fails it, at the API layer) and not retried
     as an infrastructure error."""
     body = {
         "model": "kimi-k3-simulator",

@@ -31,7 +31,7 @@ TARGETS: dict[str, tuple[str, str]] = {
     "length-reported-as-stop": ("reasoning/truncation_reported_as_length[plain]", "api"),
     "lenient-validation": ("request_validation/invalid_request_rejected[plain]", "api"),
     "message-close-leak": ("reasoning/no_markup_leaks[stream]", "parser"),
-    "no-done-marker": ("smoke/stream_ends_with_done", "api"),
+    "no-done-marker": ("smoke/streaming_matches_non_streaming", "api"),
     "no-reasoning-parser": ("reasoning/reasoning_present[plain]", "parser"),
     "no-stream-usage": ("reasoning/stream_usage_frame", "api"),
     "null-reasoning-stream": ("reasoning/stream_reasoning_not_nulled", "parser"),
@@ -154,7 +154,7 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
         "tool_calls/round_trip_uses_tool_result[stream]",
     },
     "no-done-marker": {
-        "smoke/stream_ends_with_done",
+        "smoke/streaming_matches_non_streaming",
     },
     "no-reasoning-parser": {
         "reasoning/effort_orders_reasoning_length[plain]",

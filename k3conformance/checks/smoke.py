@@ -78,12 +78,14 @@ def check_streaming_matches_non_streaming(plain: Completion, streamed: Completio
         expected="reasoning in the same field streamed and not",
         got=f"non-streaming {plain.reasoning_field!r}, streaming {streamed.reasoning_field!r}",
     )
+    check_stream_ends_with_done(streamed)
 
 
 def check_stream_ends_with_done(streamed: Completion) -> None:
     """The stream's body ends with `data: [DONE]`. The client accepts a stream without it
     when its finish frame and usage frame both came (nothing else was lost), so that the
-    omission shows here, as the API's, rather than as an infrastructure error."""
+    omission shows here, as the API's, rather than as an infrastructure error. Part of
+    streaming_matches_non_streaming: a stream must be whole to match."""
     __tracebackhide__ = True
     stats = streamed.stream
     assert stats is not None

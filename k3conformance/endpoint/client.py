@@ -228,7 +228,7 @@ class EndpointClient:
                 "no usage frame and no final data: [DONE]",
             )
         # Everything but [DONE] arrived: the server left it out (the API's omission, which
-        # the smoke suite's stream_ends_with_done reports), and nothing the checks read is lost.
+        # the smoke suite's streaming_matches_non_streaming reports), and nothing the checks read is lost.
         return assembler.result()
 
 

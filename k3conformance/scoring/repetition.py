@@ -211,10 +211,13 @@ def detect_output(
 
 @dataclass(frozen=True)
 class _Tokens:
-    """The text's tokens, their ids, and what is needed to find a token's offset."""
+    """The text's tokens, their ids, and what is needed to find a token's offset.
+
+    Only the pieces (a token with the whitespace before it) are kept, not the bare tokens
+    too: on a 100 MB output each list of strings costs about a gigabyte."""
 
     text: str
-    words: list[str]
+    pieces: list[str]
     ids: npt.NDArray[np.int64]
     masked_ids: npt.NDArray[np.int64]
     piece_ends: npt.NDArray[np.int64]
@@ -222,22 +225,30 @@ class _Tokens:
     @classmethod
     def of(cls, text: str) -> _Tokens:
         pieces = _PIECE.findall(text)
-        words = [piece.lstrip() for piece in pieces]
         vocabulary: dict[str, int] = {}
-        ids = np.fromiter((vocabulary.setdefault(word, len(vocabulary)) for word in words), np.int64, len(words))
+        ids = np.fromiter(
+            (vocabulary.setdefault(piece.lstrip(), len(vocabulary)) for piece in pieces), np.int64, len(pieces)
+        )
         # Masking digits per distinct token, not per token: the vocabulary is far smaller.
         masked: dict[str, int] = {}
         masked_of = np.fromiter(
             (masked.setdefault(_DIGITS.sub("0", word), len(masked)) for word in vocabulary), np.int64, len(vocabulary)
         )
         piece_ends = np.cumsum(np.fromiter(map(len, pieces), np.int64, len(pieces)))
-        return cls(text, words, ids, masked_of[ids] if ids.size else ids, piece_ends)
+        return cls(text, pieces, ids, masked_of[ids] if ids.size else ids, piece_ends)
+
+    def __len__(self) -> int:
+        return len(self.pieces)
+
+    def words(self, first: int, stop: int) -> list[str]:
+        """The tokens first..stop-1, without their whitespace."""
+        return [piece.lstrip() for piece in self.pieces[first:stop]]
 
     def start(self, index: int) -> int:
         """Character offset of token `index` (the end of the text past the last token)."""
-        if index >= len(self.words):
+        if index >= len(self.pieces):
             return len(self.text)
-        return int(self.piece_ends[index]) - len(self.words[index])
+        return int(self.piece_ends[index]) - len(self.pieces[index].lstrip())
 
 
 def find_loops(text: str, config: RepetitionConfig = RepetitionConfig()) -> list[Loop]:
@@ -261,7 +272,7 @@ def find_loops(text: str, config: RepetitionConfig = RepetitionConfig()) -> list
 
 def _qualify(tokens: _Tokens, period: int, first: int, stop: int, config: RepetitionConfig) -> Loop | None:
     """The loop made by tokens[first:stop] (period `period`), if it qualifies as one."""
-    block = tokens.words[first : first + period]
+    block = tokens.words(first, first + period)
     distinct = set(block)
     repeats = (stop - first) // period
     tail = _reaches_end(tokens, period, stop)
@@ -286,11 +297,11 @@ def _qualify(tokens: _Tokens, period: int, first: int, stop: int, config: Repeti
 def _qualify_counter(tokens: _Tokens, period: int, first: int, stop: int, config: RepetitionConfig) -> Loop | None:
     """The counter loop made by tokens[first:stop] once digits are masked, if it is one."""
     repeats = (stop - first) // period
-    words = {word.strip(string.punctuation) for word in tokens.words[first : first + period] if _is_word(word)}
+    words = {word.strip(string.punctuation) for word in tokens.words(first, first + period) if _is_word(word)}
     if repeats < config.min_counter_repeats or len(words) < config.min_counter_words:
         return None
     copies = [
-        [int(number) for word in tokens.words[start : start + period] for number in _DIGITS.findall(word)]
+        [int(number) for word in tokens.words(start, start + period) for number in _DIGITS.findall(word)]
         for start in range(first, first + repeats * period, period)
     ]
     if not _moves_as_a_counter(copies):
@@ -321,10 +332,11 @@ def _loop(tokens: _Tokens, kind: LoopKind, period: int, first: int, stop: int, t
 
 def _reaches_end(tokens: _Tokens, period: int, stop: int) -> bool:
     """The run ends with the text, or one token before it with that token a cut-short copy."""
-    count = len(tokens.words)
+    count = len(tokens)
     if stop == count:
         return True
-    return stop == count - 1 and tokens.words[stop - period].startswith(tokens.words[stop])
+    [copied], [cut] = tokens.words(stop - period, stop - period + 1), tokens.words(stop, stop + 1)
+    return stop == count - 1 and copied.startswith(cut)
 
 
 def _in_fenced_code(text: str, offset: int) -> bool:
