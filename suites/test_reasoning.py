@@ -141,6 +141,8 @@ def test_effort_orders_reasoning_length(probe: Probe, mode: str, k3_result: Prob
 @pytest.mark.parametrize("probe", [MULTI_TURN_PROBE], ids=str)
 @modes
 def test_multi_turn_with_reasoning_history(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
-    k3_result.completion("first")
-    follow_up = k3_result.completion(mode)
-    checks.check_multi_turn_with_reasoning_history(follow_up, mode)
+    checks.check_multi_turn_with_reasoning_history(
+        k3_result.completion("first"),
+        k3_result.completion(mode),
+        f"{mode}, second turn with the first turn's reasoning",
+    )

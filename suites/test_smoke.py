@@ -15,11 +15,7 @@ from typing import Any
 import pytest
 
 from k3conformance import Probe, ProbeResult, ResolvedEndpoint, load_fixture
-from k3conformance.checks.smoke import (
-    check_chat_round_trip,
-    check_streaming_matches_non_streaming,
-    check_usage_reported,
-)
+from k3conformance.checks import smoke as checks
 
 SUITE = "smoke"
 # K3 thinks before every answer, at effort max for a while: leave it room.
@@ -47,17 +43,18 @@ probes = pytest.mark.parametrize("probe", PROBES, ids=str)
 
 @probes
 def test_chat_round_trip(probe: Probe, k3_result: ProbeResult, k3_endpoint: ResolvedEndpoint) -> None:
-    check_chat_round_trip(k3_result.completion("plain"), ANSWERS[probe.item], k3_endpoint.model)
+    checks.check_chat_round_trip(k3_result.completion("plain"), ANSWERS[probe.item], k3_endpoint.model)
 
 
 @probes
 def test_streaming_matches_non_streaming(probe: Probe, k3_result: ProbeResult) -> None:
-    check_streaming_matches_non_streaming(
+    checks.check_streaming_matches_non_streaming(
         k3_result.completion("plain"), k3_result.completion("stream"), ANSWERS[probe.item]
     )
 
 
 @probes
 def test_usage_reported(probe: Probe, k3_result: ProbeResult) -> None:
-    check_usage_reported(k3_result.completion("plain").usage, "non-streaming")
-    check_usage_reported(k3_result.completion("stream").usage, "streaming, with stream_options.include_usage")
+    for step in ("plain", "stream"):
+        mode = "streaming, with stream_options.include_usage" if step == "stream" else "non-streaming"
+        checks.check_usage_reported(k3_result.completion(step).usage, mode)

@@ -77,6 +77,37 @@ def test_a_stream_that_ends_without_done_is_incomplete_and_retried(retries: int)
         assert outcome.stream is not None and outcome.stream.done_marker
 
 
+def test_a_stream_with_finish_and_usage_but_no_done_is_the_apis_omission() -> None:
+    """Everything but [DONE] arrived: nothing the checks read is lost, so the completion is
+    kept (the smoke suite's streaming_matches_non_streaming fails it, at the API layer) and not retried
+    as an infrastructure error."""
+    body = {
+        "model": "kimi-k3-simulator",
+        "messages": MESSAGES,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    with start_in_thread(get_profile("no-done-marker")) as server:
+        outcome, attempts = send(server.url, body, retries=2)
+    assert attempts == 1
+    assert isinstance(outcome, Completion) and outcome.usage is not None and outcome.finish_reason == "stop"
+    assert outcome.stream is not None and not outcome.stream.done_marker
+    assert outcome.stream.finish_frames == 1 and outcome.stream.usage_frames == 1
+
+
+def test_a_stream_cut_before_its_usage_frame_says_what_arrived() -> None:
+    body = {
+        "model": "kimi-k3-simulator",
+        "messages": MESSAGES,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    with start_in_thread(get_profile("stream-without-done")) as server:
+        outcome, _ = send(server.url, body, retries=0)
+    assert isinstance(outcome, RequestError) and outcome.error_class is ErrorClass.INFRA
+    assert "1 finish frame(s), no usage frame and no final data: [DONE]" in outcome.message
+
+
 def test_a_4xx_is_an_api_rejection_and_not_retried() -> None:
     with serve_stub(["400"]) as (url, stub):
         outcome, attempts = send(url, {"model": MODEL, "messages": MESSAGES})

@@ -116,7 +116,8 @@ def test_loop_after_long_healthy_prefix() -> None:
     assert_loop(report, block)
     assert is_rotation(report.loop_block, block)
     assert report.loop_repeats == 300
-    assert len(block) * 300 <= report.loop_chars < len(block) * 301
+    # Loops start at a token: the block's leading newline is left out of the first copy.
+    assert len(block) * 300 - 1 <= report.loop_chars < len(block) * 301
     assert report.seq_rep_4 > 0.9
 
 
@@ -148,9 +149,12 @@ def test_seq_rep_4_of_a_window_filling_paragraph_loop_clears_the_threshold() -> 
     assert report.high_seq_rep
 
 
-def test_block_longer_than_max_block_chars_is_out_of_scope() -> None:
-    paragraph = varied_prose(2_500, seed=9) + "\n\n"
-    assert_healthy(detect(paragraph * 5))
+def test_block_longer_than_2000_chars_is_a_loop() -> None:
+    """The earlier detector stopped at 2,000-character blocks; a repeated page loops too."""
+    paragraph = varied_prose(5_000, seed=9) + "\n\n"
+    report = detect("Intro. " + paragraph * 4)
+    assert_loop(report, paragraph)
+    assert report.kind == "block" and report.loop_repeats == 4 and not report.escaped
 
 
 def test_chinese_loop_is_flagged() -> None:
@@ -165,12 +169,65 @@ def test_three_repeats_are_not_a_loop_but_four_are() -> None:
     assert_loop(detect("Intro text here. " + sentence * 4), sentence)
 
 
-def test_loop_in_the_middle_is_not_a_tail_loop() -> None:
-    """A stutter that recovers is evidence (longest_adjacent_repeat), not the verdict."""
+def test_loop_the_model_escapes_is_flagged_as_escaped() -> None:
+    """A loop in the middle of the reasoning, after which the model answers: max_tokens never
+    sees it, the detector does."""
     sentence = "Let me think about this carefully. "
-    report = detect(varied_prose(2_000, seed=1) + " " + sentence * 10 + varied_prose(3_000, seed=2))
-    assert_healthy(report)
-    assert report.longest_adjacent_repeat >= 5 * len(sentence)
+    prefix = varied_prose(2_000, seed=1) + " "
+    report = detect(prefix + sentence * 10 + varied_prose(3_000, seed=2))
+    assert report.looping and report.escaped and not report.tail_loop
+    assert report.kind == "block" and report.loop_repeats == 10
+    assert report.loop_start == len(prefix)
+    assert report.loop_block == sentence
+
+
+def test_a_line_repeated_a_few_times_in_the_middle_is_healthy() -> None:
+    """Tail loops need 4 copies; escaped ones 6, since healthy text may repeat a line."""
+    sentence = "Let me think about this carefully. "
+    assert_healthy(detect(varied_prose(2_000, seed=1) + " " + sentence * 5 + varied_prose(3_000, seed=2)))
+    report = detect(varied_prose(2_000, seed=1) + " " + sentence * 6 + varied_prose(3_000, seed=2))
+    assert report.looping and report.escaped
+
+
+@pytest.mark.parametrize("word", ["hmm, ", "Wait, ", "Hmm. ", "ha ", "嗯，"])
+def test_short_token_loop_at_the_tail(word: str) -> None:
+    """The shape of the public K3 report: "prolonged repetition (hmm, or other words)"."""
+    report = detect(varied_prose(3_000) + " " + word * 400)
+    assert report.looping and report.kind == "short-token" and report.tail_loop and not report.escaped
+    assert report.loop_repeats >= 399
+
+
+def test_two_token_loop_and_escaped_short_token_loop() -> None:
+    report = detect("Let me see. " + "Wait, no. " * 30 + "The answer is 12, since 3 times 4 is 12.")
+    assert report.looping and report.kind == "short-token" and report.escaped
+    assert report.loop_repeats == 30
+
+
+def test_short_token_run_below_threshold_is_healthy() -> None:
+    """Natural text repeats a word a handful of times ("very, very, very"), not two dozen."""
+    assert_healthy(detect("It was very, " + "very, " * 6 + "cold. " + varied_prose(2_000)))
+    assert_healthy(detect("The sequence is " + "0, " * 500 + "0."))  # numbers are not words
+
+
+def test_counter_loop() -> None:
+    """Copies differ only by a counter: no verbatim repeat, still a loop."""
+    steps = "".join(f"Step {n}: let me verify the bound once more for index {n}. " for n in range(14, 120))
+    report = detect(varied_prose(2_000) + " " + steps)
+    assert report.looping and report.kind == "counter" and report.tail_loop
+    assert report.loop_repeats >= 100
+    assert report.loop_block is not None and report.loop_block.startswith("Step 14:")
+
+
+def test_escaped_counter_loop() -> None:
+    steps = "".join(f"Try k = {n}. No, that does not work either. " for n in range(3, 30))
+    report = detect("We need k. " + steps + "So k = 31 works: 31 squared is 961.")
+    assert report.looping and report.kind == "counter" and report.escaped
+
+
+def test_numbered_list_carrying_data_is_not_a_counter_loop() -> None:
+    """Every number position must move as a counter; squares do not."""
+    rows = "".join(f"Row {n}: the square of this value is {n * n} exactly. " for n in range(1, 300))
+    assert_healthy(detect(rows))
 
 
 # --- healthy text ------------------------------------------------------------------------
@@ -222,9 +279,10 @@ def test_short_empty_and_none(text: str | None) -> None:
     assert report.seq_rep_4 == 0.0
 
 
-def test_single_token_run_is_not_a_loop() -> None:
+def test_runs_of_punctuation_are_not_loops() -> None:
     assert_healthy(detect("Padding follows.\n" + "=" * 5_000))
-    assert_healthy(detect("Laughing: " + "ha " * 2_000))
+    assert_healthy(detect("Rule:\n" + "- " * 3_000))
+    assert_healthy(detect("Grid:\n" + "| . | # |\n" * 500))
 
 
 # --- API ---------------------------------------------------------------------------------
@@ -236,8 +294,8 @@ def test_detect_output_reports_each_part_and_the_join() -> None:
     assert set(reports) == {"reasoning", "content", "combined"}
     assert reports["reasoning"].looping
     assert reports["content"].looping
-    # The join's newline breaks the back-to-back run: only the content's copies count.
-    assert reports["combined"].looping and reports["combined"].loop_repeats == 5
+    # Tokens ignore whitespace: the join's newline does not break the run.
+    assert reports["combined"].looping and reports["combined"].loop_repeats == 10
 
 
 def test_detect_output_loop_spanning_the_join() -> None:
@@ -257,7 +315,12 @@ def test_detect_output_with_missing_parts() -> None:
 def test_to_record_is_plain_data() -> None:
     record = detect("Step. " + "Try the next candidate value. " * 8).to_record()
     assert record["looping"] is True and record["loop_repeats"] == 8
+    assert record["kind"] == "block" and record["escaped"] is False
     assert set(record) == {
+        "kind",
+        "escaped",
+        "loop_count",
+        "loop_start",
         "tail_loop",
         "loop_block",
         "loop_repeats",
@@ -308,3 +371,25 @@ def test_longest_adjacent_repeat_matches_brute_force(seed: int) -> None:
             text += block * rng.randint(2, 4) + separator.join(words[:3])
         max_length = rng.choice([5, 50, 2000])
         assert _longest_adjacent_repeat(text, max_length) == _longest_square_by_brute_force(text, max_length), text
+
+
+def test_item_score_records_the_kind_of_loop() -> None:
+    """The per-item looping record carries the kind, and "escaped" for a loop the model left."""
+    from k3conformance.endpoint.completion import Completion
+    from k3conformance.scoring.item_score import ItemScore
+
+    def completion(reasoning: str, content: str) -> Completion:
+        return Completion(content, reasoning, "reasoning_content", None, "stop", {"completion_tokens": 9}, "k3", 0.1)
+
+    score = ItemScore()
+    score.add_completion(completion("Let me see. " + "hmm, " * 50 + "So it is 4.", "4"), 1.0, answered=True)
+    score.add_completion(completion(varied_prose(3_000), "4"), 1.0, answered=True)
+    record = score.to_record()
+    assert record["looping"] == 1
+    assert record["loop_kinds"] == {"short-token": 1, "escaped": 1}
+    assert record["details"][0]["loop_kind"] == "short-token" and record["details"][0]["loop_escaped"] is True
+    assert record["details"][1]["loop_kind"] is None
+    merged = ItemScore()
+    merged.merge(record)
+    merged.merge(record)
+    assert merged.loop_kinds == {"short-token": 2, "escaped": 2}

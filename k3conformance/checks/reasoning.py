@@ -7,6 +7,7 @@ with no markup left in either, in streams as in whole responses.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from k3conformance.checks.failures import expect
@@ -17,6 +18,17 @@ from k3conformance.formatting import excerpt
 
 STRICT_FIELD = "reasoning_content"
 EFFORT_ALPHA = 0.05
+# A conservative ceiling on characters per token: BPE tokenizers average about 4 characters
+# of English per token (fewer for code and CJK), and even long vocabulary entries do not
+# average 8 over hundreds of words. Counted without whitespace, which indentation can pack
+# into single tokens. Texts shorter than the floor's reach (a word or two) are not bounded.
+MAX_CHARS_PER_TOKEN = 8
+_WHITESPACE = re.compile(r"\s+")
+
+
+def min_tokens(text: str | None) -> int:
+    """The fewest tokens `text` can take at MAX_CHARS_PER_TOKEN characters per token."""
+    return len(_WHITESPACE.sub("", text or "")) // MAX_CHARS_PER_TOKEN
 
 
 def check_reasoning_present(completion: Completion, mode: str, *, strict_field: bool) -> None:
@@ -68,12 +80,6 @@ def check_answer_follows_reasoning(completion: Completion, mode: str) -> None:
         )
 
 
-def check_multi_turn_with_reasoning_history(follow_up: Completion, mode: str) -> None:
-    """The second turn, sent with the first turn's reasoning in its history, is answered."""
-    __tracebackhide__ = True
-    check_answer_follows_reasoning(follow_up, f"{mode}, second turn with the first turn's reasoning")
-
-
 def check_truncation_reported_as_length(completion: Completion, mode: str, budget: int) -> None:
     __tracebackhide__ = True
     generated = (completion.usage or {}).get("completion_tokens")
@@ -108,14 +114,54 @@ def check_usage_counts_reasoning(completion: Completion, mode: str) -> None:
             expected=f"completion_tokens to include the {reasoning_tokens} reasoning tokens ({mode})",
             got=usage,
         )
-    elif completion.reasoning:
-        # Without a breakdown, the reasoning must at least fit in what was counted.
+        floor = min_tokens(completion.reasoning)
         expect(
-            isinstance(generated, int) and generated > 0,
+            reasoning_tokens >= floor,
             layer="api",
-            expected=f"completion_tokens covering reasoning and content ({mode})",
+            expected=(
+                f"reasoning_tokens of at least {floor} for {len(completion.reasoning or '')} characters of reasoning "
+                f"(at most {MAX_CHARS_PER_TOKEN} characters per token) ({mode})"
+            ),
             got=usage,
         )
+    # With or without a breakdown, what was generated must fit in what was counted.
+    floor = min_tokens(completion.reasoning) + min_tokens(completion.content)
+    expect(
+        generated >= floor,  # type: ignore[operator]
+        layer="api",
+        expected=(
+            f"completion_tokens of at least {floor} for {len(completion.reasoning or '')} characters of reasoning and "
+            f"{len(completion.content or '')} of content (at most {MAX_CHARS_PER_TOKEN} characters per token) ({mode})"
+        ),
+        got=usage,
+        hint="the server's usage must count the thinking tokens too: clients are billed and budgeted by it",
+    )
+
+
+def check_multi_turn_with_reasoning_history(first: Completion, follow_up: Completion, mode: str) -> None:
+    """The follow-up asks for a number the first turn picked only in its thinking: a server
+    that accepts the earlier reasoning but drops it from the prompt cannot answer."""
+    __tracebackhide__ = True
+    check_answer_follows_reasoning(follow_up, mode)
+    picked = set(_NUMBER.findall(first.reasoning or "")) - set(_NUMBER.findall(first.content or ""))
+    expect(
+        bool(picked),
+        # No reasoning at all is reasoning_present's failure, the parser's.
+        layer="model" if first.reasoning else "parser",
+        expected=f"the first turn to pick a number in its reasoning and keep it out of its answer ({mode})",
+        got=f"reasoning ending {excerpt((first.reasoning or '')[-200:])}, answer {excerpt(first.content)}",
+    )
+    answered = set(_NUMBER.findall(follow_up.content or ""))
+    expect(
+        bool(answered & picked),
+        layer="api",
+        expected=f"the second turn to name the number picked in the first turn's reasoning, one of {sorted(picked)} ({mode})",
+        got=f"answer {excerpt(follow_up.content)}",
+        hint="the earlier reasoning must reach the model: K3's template keeps it with preserve_thinking",
+    )
+
+
+_NUMBER = re.compile(r"\b\d{4,}\b")
 
 
 def check_effort_orders_reasoning_length(lengths: Mapping[str, Sequence[int]], mode: str) -> None:

@@ -10,7 +10,9 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from k3conformance.checks.failures import check_stopped, expect
+from k3conformance.checks.markup import find_markup
 from k3conformance.endpoint.completion import Completion
+from k3conformance.formatting import excerpt
 
 
 def check_response_format_json_schema(completion: Completion, schema: Mapping[str, Any], mode: str) -> None:
@@ -24,12 +26,17 @@ def check_response_format_json_schema(completion: Completion, schema: Mapping[st
         parsed = False
     else:
         parsed = True
+    # A think block or other markup left in content is the reasoning parser's leak, whatever
+    # the structured-output backend did with the answer.
+    leaked = find_markup(content)
     expect(
         parsed,
-        layer="api",
+        layer="parser" if leaked else "api",
         expected=f"content that parses as JSON, since response_format asked for a json_schema ({mode})",
-        got=content,
-        hint="the server may ignore response_format (no structured-output backend, or not forwarded)",
+        got=f"{', '.join(leaked)} in {excerpt(content)}" if leaked else content,
+        hint="markup in content: the reasoning parser left it there"
+        if leaked
+        else "the server may ignore response_format (no structured-output backend, or not forwarded)",
     )
     errors = [
         f"{'/'.join(map(str, error.absolute_path)) or '(root)'}: {error.message}"

@@ -39,9 +39,10 @@ def calls_of(completion: Completion) -> list[dict[str, Any]]:
 
 def lost_by_parser(completion: Completion) -> bool:
     """No calls reached `tool_calls`, yet the model made some: the finish reason says so, or
-    the call markup sits in content. Then the parser is to blame, not the model."""
+    the call markup sits in content; or a call's arguments are not JSON, which the parser
+    writes, not the model (K3 writes arguments in XTML). Then the parser is to blame."""
     if completion.tool_calls:
-        return False
+        return any(parse_arguments(call["function"].get("arguments"))[0] is None for call in calls_of(completion))
     return completion.finish_reason == "tool_calls" or bool(find_markup(completion.content))
 
 
@@ -140,8 +141,18 @@ def check_calls_match_expected(completion: Completion, expected: Sequence[Mappin
         result.ok,
         layer=blame(completion, "model"),
         expected=f"the calls {json.dumps(list(expected), ensure_ascii=False)} ({mode})",
-        got=f"{result.reason}; calls {json.dumps(parsed_calls(completion), ensure_ascii=False)}",
+        got=f"{result.reason}; calls {json.dumps(parsed_calls(completion), ensure_ascii=False)}{_unparsed(completion)}",
     )
+
+
+def _unparsed(completion: Completion) -> str:
+    """The raw arguments that did not parse (read as {} above), so the message shows them."""
+    raw = [
+        str(call["function"].get("arguments"))
+        for call in calls_of(completion)
+        if parse_arguments(call["function"].get("arguments"))[0] is None
+    ]
+    return f"; arguments that are not JSON: {' | '.join(excerpt(text) for text in raw)}" if raw else ""
 
 
 def check_tool_call_ids(completion: Completion, mode: str) -> None:

@@ -102,6 +102,43 @@ FAULTS: tuple[Fault, ...] = (
     ),
     # tool calls
     Fault(
+        "usage-ignores-reasoning",
+        "conformance",
+        (
+            "usage counts only the tokens after the thinking block: hundreds of words of reasoning, "
+            "completion_tokens of a few and reasoning_tokens 0"
+        ),
+    ),
+    Fault(
+        "drops-reasoning-history",
+        "conformance",
+        (
+            "the chat template is rendered without preserve_thinking: earlier turns' reasoning is accepted "
+            "but silently dropped from the prompt, so a later turn cannot use it"
+        ),
+    ),
+    Fault(
+        "tokens-after-eos",
+        "conformance",
+        (
+            "speculative decoding keeps draft tokens accepted past the end-of-message token: "
+            'a stray token follows every answer ("42 7")'
+        ),
+    ),
+    Fault(
+        "no-done-marker",
+        "conformance",
+        "streams end after their finish and usage frames without the closing data: [DONE] of the OpenAI protocol",
+    ),
+    Fault(
+        "unparsed-arguments",
+        "conformance",
+        (
+            "the tool-call parser closes the argument block one character early: arguments arrive as "
+            'JSON without its closing brace ({"city": "Paris")'
+        ),
+    ),
+    Fault(
         "empty-tool-calls",
         "conformance",
         (

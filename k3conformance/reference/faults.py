@@ -95,10 +95,19 @@ def on_request(faults: frozenset[str], request: ChatRequest) -> ChatRequest:
         changes["effort"] = "max"  # the chat template's default when no effort reaches it
     if "response-format-ignored" in faults:
         changes["response_format"] = None
+    if "drops-reasoning-history" in faults:
+        # A chat template rendered without preserve_thinking: earlier thinking never reaches the model.
+        changes["messages"] = tuple(_without_reasoning(message) for message in request.messages)
     tool_choice = _tool_choice_as_understood(faults, request)
     if tool_choice != (request.tool_choice, request.named_tool):
         changes["tool_choice"], changes["named_tool"] = tool_choice
     return dataclasses.replace(request, **changes) if changes else request
+
+
+def _without_reasoning(message: Mapping[str, Any]) -> Mapping[str, Any]:
+    if message.get("role") != "assistant":
+        return message
+    return {key: value for key, value in message.items() if key not in ("reasoning_content", "reasoning")}
 
 
 def _tool_choice_as_understood(faults: frozenset[str], request: ChatRequest) -> tuple[str, str | None]:
@@ -236,6 +245,29 @@ def _usage_without_reasoning(completion: Completion) -> Completion:
     return dataclasses.replace(completion, completion_tokens=completion.completion_tokens - completion.reasoning_tokens)
 
 
+def _usage_of_content_only(completion: Completion) -> Completion:
+    # Tokens counted from the end of the thinking block on: the reasoning costs nothing.
+    return dataclasses.replace(
+        completion, completion_tokens=max(1, count_tokens(completion.content or "")), reasoning_tokens=0
+    )
+
+
+def _token_after_eos(completion: Completion) -> Completion:
+    # Draft tokens accepted past the end-of-message token are kept: one stray token follows the answer.
+    if not completion.content:
+        return completion
+    stray = hashlib.sha256(completion.content.encode()).digest()[0] % 10
+    return dataclasses.replace(
+        completion, content=f"{completion.content} {stray}", completion_tokens=completion.completion_tokens + 1
+    )
+
+
+def _arguments_cut(completion: Completion) -> Completion:
+    # The argument block is closed one character early: the JSON loses its closing brace.
+    calls = tuple(dataclasses.replace(call, arguments=call.arguments[:-1]) for call in completion.tool_calls)
+    return dataclasses.replace(completion, tool_calls=calls)
+
+
 def _stringified_arguments(completion: Completion) -> Completion:
     calls = tuple(
         dataclasses.replace(call, arguments=_with_string_values(call.arguments)) for call in completion.tool_calls
@@ -275,7 +307,10 @@ _COMPLETION_EDITS: tuple[tuple[str, Callable[[Completion], Completion]], ...] = 
     ("empty-content", _answer_in_reasoning),
     ("length-reported-as-stop", _length_as_stop),
     ("usage-excludes-reasoning", _usage_without_reasoning),
+    ("usage-ignores-reasoning", _usage_of_content_only),
+    ("tokens-after-eos", _token_after_eos),
     ("stringified-arguments", _stringified_arguments),
+    ("unparsed-arguments", _arguments_cut),
     ("hallucinated-tool-name", _prefixed_tool_names),
     ("duplicate-tool-ids", _one_id_for_all_calls),
 )
@@ -313,6 +348,10 @@ def on_stream(faults: frozenset[str], frames: Iterator[str]) -> Iterator[str]:
     return _edited_frames(faults, frames)
 
 
+def _without_done(chunks: list[Chunk]) -> list[Chunk]:
+    return chunks  # every frame stays; _edited_frames leaves out the closing [DONE]
+
+
 def _edited_frames(faults: frozenset[str], frames: Iterator[str]) -> Iterator[str]:
     chunks = [json.loads(frame.removeprefix("data: ")) for frame in frames if frame != _DONE]
     for fault, edit in _STREAM_EDITS:
@@ -320,7 +359,8 @@ def _edited_frames(faults: frozenset[str], frames: Iterator[str]) -> Iterator[st
             chunks = edit(chunks)
     for chunk in chunks:
         yield f"data: {json.dumps(chunk)}\n\n"
-    yield _DONE
+    if "no-done-marker" not in faults:
+        yield _DONE
 
 
 def _delta(chunk: Chunk) -> dict[str, Any] | None:
@@ -439,6 +479,7 @@ _STREAM_EDITS: tuple[tuple[str, Callable[[list[Chunk]], list[Chunk]]], ...] = (
     ("empty-tool-calls", _tool_calls_as_content),
     ("parallel-index-collision", _colliding_indexes),
     ("stream-repeats-tool-name", _tool_name_in_every_delta),
+    ("no-done-marker", _without_done),
 )
 
 

@@ -14,6 +14,7 @@ from jsonschema.exceptions import SchemaError
 
 from k3conformance.datasets.long_prompts import needle_answer
 from k3conformance.reference import faults as fault_hooks
+from k3conformance.reference import recall
 from k3conformance.reference.answer_key import AnswerKey
 from k3conformance.reference.faults import PrefixCache
 from k3conformance.reference.profiles import get_profile
@@ -70,8 +71,11 @@ class Simulator:
             budgeted = dataclasses.replace(request, max_tokens=request.max_tokens or _UNLIMITED_LOOP_TOKENS)
             looping = fault_hooks.looping_reasoning(rng, reasoning, budgeted.max_tokens or 0)
             return fault_hooks.on_completion(faults, _within_budget(budgeted, looping, "", ()))
+        reasoning, recalled = recall.on_turn(rng, question, reasoning, request.messages)
         retrieved = needle_answer(question) if item is None else None
-        if retrieved is not None:
+        if recalled is not None and item is None:
+            reply = recalled
+        elif retrieved is not None:
             # A long-context retrieval probe: the needle is in the prompt, so the answer is too.
             right = not corrupted and _unit_draw("retrieval", question[-200:], request.seed) < self.profile.accuracy
             reply = retrieved if right else wrong_variant(rng, retrieved)

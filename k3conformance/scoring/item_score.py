@@ -28,8 +28,11 @@ class ItemScore:
     correct: float = 0.0
     no_answer: int = 0
     truncated: int = 0
-    # Samples whose reasoning, content or both together end in a mechanical loop.
+    # Samples whose reasoning, content or both together hold a mechanical loop.
     looping: int = 0
+    # Looping samples by kind of loop ("short-token", "block", "counter"), and under
+    # "escaped" those whose loop stopped before the end (the model got out and answered).
+    loop_kinds: dict[str, int] = field(default_factory=dict)
     output_tokens: int = 0
     # What was extracted and why it was scored so, one entry per sample (for the records).
     details: list[dict[str, Any]] = field(default_factory=list)
@@ -56,12 +59,23 @@ class ItemScore:
         """Score one sample's completion; truncation, looping and output length come from it."""
         reports = detect_output(completion.reasoning, completion.content)
         looping = any(report.looping for report in reports.values())
+        # The joined text sees every loop either part holds, and one spanning the join.
+        loop = (
+            next(report for report in (reports["combined"], reports["reasoning"], reports["content"]) if report.looping)
+            if looping
+            else None
+        )
+        if loop is not None and loop.kind is not None:
+            for kind in (loop.kind, "escaped") if loop.escaped else (loop.kind,):
+                self.loop_kinds[kind] = self.loop_kinds.get(kind, 0) + 1
         self.add(
             correct,
             answered=answered,
             truncated=completion.finish_reason == "length",
             output_tokens=(completion.usage or {}).get("completion_tokens"),
             looping=looping,
+            loop_kind=loop.kind if loop is not None else None,
+            loop_escaped=loop.escaped if loop is not None else False,
             repetition={part: report.to_record() for part, report in reports.items()},
             **detail,
         )
@@ -76,6 +90,8 @@ class ItemScore:
     def merge(self, other: Mapping[str, Any]) -> None:
         for name in ("samples", "correct", "no_answer", "truncated", "looping", "output_tokens"):
             setattr(self, name, getattr(self, name) + other.get(name, 0))
+        for kind, count in (other.get("loop_kinds") or {}).items():
+            self.loop_kinds[kind] = self.loop_kinds.get(kind, 0) + count
 
     def totals(self) -> dict[str, float]:
         """What a run summary keeps per item, and what the gate compares."""

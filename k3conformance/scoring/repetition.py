@@ -1,41 +1,61 @@
 """Repetition (looping) detector for model outputs.
 
-A broken serving kernel (a fused-MoE bug in a public Kimi K3 report) made half of the long
-coding outputs fall into mechanical repetition until the token limit, after a healthy start.
-This module flags such outputs, one at a time, without flagging healthy text that merely
-looks repetitive (Markdown tables, code with similar functions, bulleted lists).
+A broken serving kernel (a fused-MoE bug in a public Kimi K3 report, sglang issue 40751)
+made half of the long coding outputs fall into "prolonged repetition (hmm, or other
+words)". This module flags such outputs, one at a time, without flagging healthy text that
+merely looks repetitive (Markdown tables, code with similar functions, numbered lists).
 
-The verdict (`RepetitionReport.looping`) is exactly `tail_loop`:
+A loop is a run of tokens that repeats a block of q tokens back to back. Tokens are
+whitespace-separated, except that each CJK character is a token of its own (those scripts
+put no spaces between words). Every such run in the text is found, wherever it is, and
+qualifies as one of three kinds:
 
-    a block of B characters, min_block_chars <= B <= max_block_chars, repeated back to back
-    at least min_repeats times (the last copy may be cut short, as at a token limit) and
-    reaching the very END of the text, whose text holds at least min_distinct_tokens
-    distinct tokens.
+- short-token: the block holds one or two distinct tokens, words or sentence punctuation,
+  at least one a word ("hmm, hmm, hmm," "Wait, Wait," "嗯，嗯，"), and the run covers at least `min_short_token_run` tokens, outside
+  fenced code. Runs with punctuation or numbers (`|---|` rows, `0, 0, 0,`, `| Yes | Yes |`
+  cells) are structure, and so are `None, None, None` in code; no natural text says one
+  word two dozen times in a row (GATE_NOTES, the correction on repetition: MiMo-Code's
+  3-distinct-token guard, kept below for blocks, misses these).
+- block: the block holds at least `min_distinct_tokens` distinct tokens and
+  `min_block_chars` characters, with no upper bound (a 5,000-character paragraph repeated
+  is a loop too), and repeats at least `min_repeats` times.
+- counter: the block repeats only once its numbers are masked ("Step 14: let me check
+  again. Step 15: let me check again."), at least `min_counter_repeats` times, holds at
+  least `min_counter_words` distinct words, and every number in it moves as a counter
+  does: each number position across the copies is constant or an arithmetic progression,
+  and at least one moves. A list whose numbers carry data (latencies, squares, dates with
+  weekdays) has positions that are not progressions and stays healthy; this is also what
+  misses a counter loop that computes something non-linear in each step.
 
-The end-anchored rule is vLLM's (RepetitionDetectionParams) and MiMo's: a model that loops
-until the token limit leaves the loop at the end, while healthy text may repeat a line or
-two in the middle. The distinct-token guard is MiMo-Code's fix: `|---|---|` rows or
-`0x00, 0x00,` runs are periodic, but a block made of one or two tokens is structure, not a
-loop. Tokens are whitespace-separated, except that each CJK character is a token of its
-own, since those scripts do not put spaces between words (a Chinese loop would otherwise be
-a single "token" and escape the guard).
+A run that reaches the end of the text (the last copy may be cut short, as at a token
+limit) is a tail loop: vLLM's RepetitionDetectionParams look only there. A run that stops
+before the end is an escaped loop: the model got out and answered, so the loop is only
+seen here (a loop at the tail is seen by max_tokens too). Escaped block loops need
+`min_escaped_repeats` copies, more than tail ones, because healthy text may repeat a line
+a few times in the middle; a block of `long_block_chars` or more (a paragraph, a page) needs
+only `min_repeats` anywhere: no healthy text repeats a paragraph four times verbatim. The verdict `looping` is whether any run qualifies; the report
+describes the tail loop if there is one, else the qualifying run that covers most text.
+
+Finding the runs: every token becomes an integer id; a 4-gram of ids that occurs three
+times at equal spacing q (its nearest earlier occurrence q tokens back, and that one's q
+tokens before it) seeds a run of period q, which is then followed both ways with vectorised
+comparisons of ids[j] and ids[j - q]. Nearest earlier occurrences come from one stable sort
+of the 4-gram hashes. Counter loops are the same search on ids whose digits are masked. The
+cost is one tokenising pass and a sort (O(n log n), in C) plus time linear in the runs
+followed; benchmarks/README.md has figures.
 
 `seq_rep_4` (Welleck et al. 2019) and `longest_adjacent_repeat` are reported as evidence and
-do not change the verdict: `seq_rep_4` is also near 1 on a table of identical separator rows,
-which is exactly the false positive the distinct-token guard exists to avoid.
-
-Cost: the tail check reads only the end of the text (at most max_block_chars ×
-(min_repeats + 1) characters per candidate period, compared with C-speed slice equality),
-then follows the one chosen loop back to where it starts, so time grows with the loop's
-length, never with the healthy prefix. `seq_rep_4` and `longest_adjacent_repeat` read the
-trailing `window_chars` only.
+do not change the verdict: `seq_rep_4` is also near 1 on a table of identical separator rows.
 """
 
 from __future__ import annotations
 
 import re
+import string
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from itertools import pairwise
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -43,34 +63,53 @@ import numpy.typing as npt
 # Scripts written without spaces between words: each character counts as one token.
 _CJK = "\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
 _TOKEN = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
+# A token with the whitespace before it: the lengths of these pieces give token offsets.
+_PIECE = re.compile(f"\\s*(?:[{_CJK}]|[^\\s{_CJK}]+)")
+_DIGITS = re.compile(r"\d+")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)", re.MULTILINE)
 
 _EXCERPT_CHARS = 200
+# A gram of 4 ids: long enough that a block rarely repeats one inside itself, short enough
+# that three equally spaced occurrences fit in four copies of any block of 3 or more tokens.
+_GRAM = 4
+_HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
+
+LoopKind = Literal["short-token", "block", "counter"]
 
 
 @dataclass(frozen=True)
 class RepetitionConfig:
-    """Thresholds of the detector; the defaults are the gate's."""
+    """Thresholds of the detector; the defaults are the gate's (module docstring)."""
 
     min_block_chars: int = 12
-    max_block_chars: int = 2000
     min_repeats: int = 4
+    min_escaped_repeats: int = 6
+    long_block_chars: int = 200
     min_distinct_tokens: int = 3
+    min_short_token_run: int = 24
+    min_counter_repeats: int = 8
+    min_counter_words: int = 3
+    # Evidence only: the longest adjacent repeat is searched up to this length, and both
+    # it and seq_rep_4 read the trailing window_chars.
+    max_block_chars: int = 2000
     window_chars: int = 20000
     # Advisory only (RepetitionReport.high_seq_rep). A loop that fills the window scores
     # about 1 - block tokens / window tokens: 0.90 for a 1,950-character paragraph, >= 0.97
     # for sentences. Healthy text in the tests: prose 0.00, similar Python functions 0.00,
     # a varied table 0.49, a bulleted list of similar items 0.63. 0.85 sits between.
-    # A loop that fills less than the window scores lower (five 1,950-character copies
-    # after prose: 0.61), and |---| rows score 1.0: why this is not the verdict.
     seq_rep_threshold: float = 0.85
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_block_chars <= self.max_block_chars:
             raise ValueError("need 1 <= min_block_chars <= max_block_chars")
-        if self.min_repeats < 2:
-            raise ValueError("min_repeats must be at least 2: one copy is not a repeat")
-        if self.min_distinct_tokens < 0 or self.window_chars < 1:
-            raise ValueError("min_distinct_tokens must be >= 0 and window_chars >= 1")
+        if self.min_repeats < 2 or self.min_escaped_repeats < 2 or self.min_counter_repeats < 2:
+            raise ValueError(
+                "min_repeats, min_escaped_repeats and min_counter_repeats must be at least 2: one copy is not a repeat"
+            )
+        if self.min_short_token_run < 2:
+            raise ValueError("min_short_token_run must be at least 2")
+        if self.min_distinct_tokens < 0 or self.min_counter_words < 0 or self.window_chars < 1:
+            raise ValueError("min_distinct_tokens and min_counter_words must be >= 0 and window_chars >= 1")
         if not 0.0 <= self.seq_rep_threshold <= 1.0:
             raise ValueError("seq_rep_threshold must lie in [0, 1]")
 
@@ -79,27 +118,34 @@ class RepetitionConfig:
 class RepetitionReport:
     """What `detect` found in one text.
 
-    tail_loop: a qualifying block repeats back to back up to the end (module docstring).
-    loop_block: the repeated block as it first appears in the loop, cut to 200 characters.
-        The loop is the longest periodic end of the text, so when the text before the loop
-        happens to end like the block (". " before "Let me ... again. "), the loop starts
-        that much earlier and the block shows as a rotation of the model's own.
+    looping: the verdict: some run qualifies as a loop (module docstring).
+    kind: "short-token", "block" or "counter" for the loop described; None when healthy.
+    escaped: the described loop stops before the end of the text (the model got out).
+    tail_loop: some qualifying loop reaches the end of the text.
+    loop_count: how many qualifying loops the text holds.
+    loop_start: character offset where the described loop starts (-1 when healthy).
+    loop_block: its block as it first appears in the loop, cut to 200 characters. The loop
+        is a maximal run, so when the text before it happens to end like the block, the loop
+        starts that much earlier and the block shows as a rotation of the model's own.
     loop_repeats: complete copies of the block in the loop (a cut-short last copy not counted).
-    loop_chars: characters covered by the loop, the cut-short last copy included.
+    loop_chars: characters covered by the loop (a tail loop: up to the end of the text).
     seq_rep_4: 1 - unique / total token 4-grams over the trailing window_chars.
     longest_adjacent_repeat: length of the longest s with s + s in the trailing
         window_chars (whole text when shorter), capped at max_block_chars.
-    looping: the verdict; equals tail_loop.
     high_seq_rep: seq_rep_4 >= seq_rep_threshold; advisory, not part of the verdict.
     """
 
+    looping: bool
+    kind: LoopKind | None
+    escaped: bool
     tail_loop: bool
+    loop_count: int
+    loop_start: int
     loop_block: str | None
     loop_repeats: int
     loop_chars: int
     seq_rep_4: float
     longest_adjacent_repeat: int
-    looping: bool
     high_seq_rep: bool = False
 
     def to_record(self) -> dict[str, Any]:
@@ -110,31 +156,37 @@ class RepetitionReport:
 
 
 @dataclass(frozen=True)
-class _Loop:
-    period: int
+class Loop:
+    """One qualifying loop: its kind, where it is (characters) and how many copies."""
+
+    kind: LoopKind
     start: int
+    end: int
+    block: str
+    repeats: int
+    tail: bool
 
 
 def detect(text: str | None, config: RepetitionConfig = RepetitionConfig()) -> RepetitionReport:
-    """Tell whether `text` ends in a mechanical loop (None reads as the empty text)."""
+    """Tell whether `text` holds a mechanical loop (None reads as the empty text)."""
     text = text or ""
-    loop = _find_tail_loop(text, config)
+    loops = find_loops(text, config)
+    tails = [loop for loop in loops if loop.tail]
+    described = tails[0] if tails else max(loops, key=lambda loop: loop.end - loop.start, default=None)
     seq_rep = _seq_rep_4(text, config.window_chars)
     longest = _longest_adjacent_repeat(text[-config.window_chars :], config.max_block_chars)
-    if loop is None:
-        block, repeats, covered = None, 0, 0
-    else:
-        covered = len(text) - loop.start
-        block = text[loop.start : loop.start + loop.period][:_EXCERPT_CHARS]
-        repeats = covered // loop.period
     return RepetitionReport(
-        tail_loop=loop is not None,
-        loop_block=block,
-        loop_repeats=repeats,
-        loop_chars=covered,
+        looping=described is not None,
+        kind=described.kind if described else None,
+        escaped=described is not None and not described.tail,
+        tail_loop=bool(tails),
+        loop_count=len(loops),
+        loop_start=described.start if described else -1,
+        loop_block=described.block[:_EXCERPT_CHARS] if described else None,
+        loop_repeats=described.repeats if described else 0,
+        loop_chars=described.end - described.start if described else 0,
         seq_rep_4=seq_rep,
         longest_adjacent_repeat=longest,
-        looping=loop is not None,
         high_seq_rep=seq_rep >= config.seq_rep_threshold,
     )
 
@@ -154,88 +206,221 @@ def detect_output(
     }
 
 
-# --- tail loop -------------------------------------------------------------------------
+# --- finding the loops -----------------------------------------------------------------
 
 
-def _find_tail_loop(text: str, config: RepetitionConfig) -> _Loop | None:
-    """The period whose back-to-back repeats cover the most of the end, among those that
-    qualify; ties go to the shortest period, i.e. the block itself rather than a multiple."""
-    end = len(text)
-    # A qualifying loop of the longest block needs max_block × min_repeats characters; one
-    # more block of headroom lets shorter periods be ranked by how far back they reach.
-    scan = min(end, config.max_block_chars * (config.min_repeats + 1))
-    candidates: list[tuple[int, int]] = []
-    for period in range(config.min_block_chars, min(config.max_block_chars, end // config.min_repeats) + 1):
-        covered = period + _common_suffix(text, end, period, scan - period)
-        if covered >= config.min_repeats * period:
-            candidates.append((covered, period))
-    candidates.sort(key=lambda item: (-item[0], item[1]))
-    rejected: list[tuple[int, int]] = []
-    for covered, period in candidates:
-        if any(_same_structure(period, covered, other) for other in rejected):
-            continue
-        if _distinct_tokens(text[end - min(covered, 3 * period) :]) >= config.min_distinct_tokens:
-            # Follow the loop back past the scanned tail: a 100 MB loop is counted in full.
-            reach = period + _common_suffix(text, end, period, end - period)
-            return _Loop(period=period, start=end - reach)
-        rejected.append((period, covered))
-    return None
+@dataclass(frozen=True)
+class _Tokens:
+    """The text's tokens, their ids, and what is needed to find a token's offset.
+
+    Only the pieces (a token with the whitespace before it) are kept, not the bare tokens
+    too: on a 100 MB output each list of strings costs about a gigabyte."""
+
+    text: str
+    pieces: list[str]
+    ids: npt.NDArray[np.int64]
+    masked_ids: npt.NDArray[np.int64]
+    piece_ends: npt.NDArray[np.int64]
+
+    @classmethod
+    def of(cls, text: str) -> _Tokens:
+        pieces = _PIECE.findall(text)
+        vocabulary: dict[str, int] = {}
+        ids = np.fromiter(
+            (vocabulary.setdefault(piece.lstrip(), len(vocabulary)) for piece in pieces), np.int64, len(pieces)
+        )
+        # Masking digits per distinct token, not per token: the vocabulary is far smaller.
+        masked: dict[str, int] = {}
+        masked_of = np.fromiter(
+            (masked.setdefault(_DIGITS.sub("0", word), len(masked)) for word in vocabulary), np.int64, len(vocabulary)
+        )
+        piece_ends = np.cumsum(np.fromiter(map(len, pieces), np.int64, len(pieces)))
+        return cls(text, pieces, ids, masked_of[ids] if ids.size else ids, piece_ends)
+
+    def __len__(self) -> int:
+        return len(self.pieces)
+
+    def words(self, first: int, stop: int) -> list[str]:
+        """The tokens first..stop-1, without their whitespace."""
+        return [piece.lstrip() for piece in self.pieces[first:stop]]
+
+    def start(self, index: int) -> int:
+        """Character offset of token `index` (the end of the text past the last token)."""
+        if index >= len(self.pieces):
+            return len(self.text)
+        return int(self.piece_ends[index]) - len(self.pieces[index].lstrip())
 
 
-def _same_structure(period: int, covered: int, rejected: tuple[int, int]) -> bool:
-    """Whether `period`'s loop is text already rejected for too few distinct tokens, so that
-    the |---|---| case costs one token count, not one per multiple of its period.
-
-    Candidates come sorted by coverage, so `rejected` reached at least as far back. A
-    multiple of a rejected period repeats the same text; and by Fine and Wilf's theorem a
-    suffix with two periods p, q and length >= p + q has period gcd(p, q), so its text is
-    again the rejected one's."""
-    other_period, _ = rejected
-    return period % other_period == 0 or covered >= period + other_period
-
-
-def _common_suffix(text: str, end: int, shift: int, limit: int) -> int:
-    """Largest n <= limit with text[end - n : end] == text[end - shift - n : end - shift]:
-    how far back text[i] == text[i - shift] holds from `end`. Galloping then bisecting with
-    slice comparisons, so the cost is O(n) at C speed plus O(log n) Python steps."""
-    good, step = 0, 1
-    while good < limit:
-        trial = min(good + step, limit)
-        if not _same(text, end, shift, good, trial):
-            return _bisect_suffix(text, end, shift, good, trial)
-        good, step = trial, step * 2
-    return good
+def find_loops(text: str, config: RepetitionConfig = RepetitionConfig()) -> list[Loop]:
+    """Every qualifying loop in `text`, in order of position."""
+    tokens = _Tokens.of(text)
+    loops: list[Loop] = []
+    covered: list[tuple[int, int]] = []
+    for period, first, stop in _periodic_runs(tokens.ids):
+        covered.append((first, stop))
+        loop = _qualify(tokens, period, first, stop, config)
+        if loop is not None:
+            loops.append(loop)
+    for period, first, stop in _periodic_runs(tokens.masked_ids):
+        if any(first >= start and stop <= end for start, end in covered):
+            continue  # the digits were not what changed: judged above as it is
+        loop = _qualify_counter(tokens, period, first, stop, config)
+        if loop is not None:
+            loops.append(loop)
+    return sorted(loops, key=lambda loop: loop.start)
 
 
-def _bisect_suffix(text: str, end: int, shift: int, good: int, bad: int) -> int:
-    """The common suffix length, known to be at least `good` and below `bad`."""
-    while bad - good > 1:
-        middle = (good + bad) // 2
-        if _same(text, end, shift, good, middle):
-            good = middle
-        else:
-            bad = middle
-    return good
+def _qualify(tokens: _Tokens, period: int, first: int, stop: int, config: RepetitionConfig) -> Loop | None:
+    """The loop made by tokens[first:stop] (period `period`), if it qualifies as one."""
+    block = tokens.words(first, first + period)
+    distinct = set(block)
+    repeats = (stop - first) // period
+    tail = _reaches_end(tokens, period, stop)
+    if len(distinct) <= 2:
+        if stop - first < config.min_short_token_run or not any(_is_word(word) for word in distinct):
+            return None
+        if not all(_is_word(word) or _is_sentence_punctuation(word) for word in distinct):
+            return None
+        if _in_fenced_code(tokens.text, tokens.start(first)):
+            return None
+        kind: LoopKind = "short-token"
+    else:
+        block_chars = tokens.start(first + period) - tokens.start(first)
+        long_block = block_chars >= config.long_block_chars
+        needed = config.min_repeats if tail or long_block else config.min_escaped_repeats
+        if len(distinct) < config.min_distinct_tokens or block_chars < config.min_block_chars or repeats < needed:
+            return None
+        kind = "block"
+    return _loop(tokens, kind, period, first, stop, tail)
 
 
-def _same(text: str, end: int, shift: int, start: int, stop: int) -> bool:
-    """Whether text[end - stop : end - start] equals the same span `shift` characters earlier."""
-    return text[end - stop : end - start] == text[end - shift - stop : end - shift - start]
+def _qualify_counter(tokens: _Tokens, period: int, first: int, stop: int, config: RepetitionConfig) -> Loop | None:
+    """The counter loop made by tokens[first:stop] once digits are masked, if it is one."""
+    repeats = (stop - first) // period
+    words = {word.strip(string.punctuation) for word in tokens.words(first, first + period) if _is_word(word)}
+    if repeats < config.min_counter_repeats or len(words) < config.min_counter_words:
+        return None
+    copies = [
+        [int(number) for word in tokens.words(start, start + period) for number in _DIGITS.findall(word)]
+        for start in range(first, first + repeats * period, period)
+    ]
+    if not _moves_as_a_counter(copies):
+        return None
+    return _loop(tokens, "counter", period, first, stop, _reaches_end(tokens, period, stop))
 
 
-def _distinct_tokens(region: str) -> int:
-    """Distinct tokens of a loop region; its first and last tokens may be cut in half by the
-    region's edges, and every whole token of the block also appears inside, so both go."""
-    tokens = _tokens(region)
-    inner = tokens[1:-1] if len(tokens) > 2 else tokens
-    return len(set(inner))
+def _moves_as_a_counter(copies: Sequence[Sequence[int]]) -> bool:
+    """Every number position is constant or an arithmetic progression over the copies,
+    and at least one of them moves."""
+    if not copies or not copies[0] or any(len(numbers) != len(copies[0]) for numbers in copies):
+        return False
+    moves = False
+    for column in zip(*copies, strict=True):
+        step = column[1] - column[0]
+        if any(later - earlier != step for earlier, later in pairwise(column)):
+            return False
+        moves = moves or step != 0
+    return moves
+
+
+def _loop(tokens: _Tokens, kind: LoopKind, period: int, first: int, stop: int, tail: bool) -> Loop:
+    start = tokens.start(first)
+    end = len(tokens.text) if tail else tokens.start(stop)
+    block = tokens.text[start : tokens.start(first + period)]
+    return Loop(kind=kind, start=start, end=end, block=block, repeats=(stop - first) // period, tail=tail)
+
+
+def _reaches_end(tokens: _Tokens, period: int, stop: int) -> bool:
+    """The run ends with the text, or one token before it with that token a cut-short copy."""
+    count = len(tokens)
+    if stop == count:
+        return True
+    [copied], [cut] = tokens.words(stop - period, stop - period + 1), tokens.words(stop, stop + 1)
+    return stop == count - 1 and copied.startswith(cut)
+
+
+def _in_fenced_code(text: str, offset: int) -> bool:
+    """Whether `offset` lies inside a fenced code block (an odd number of fences before it)."""
+    return len(_FENCE.findall(text, 0, offset)) % 2 == 1
+
+
+# Punctuation that ends or splits a sentence, in Latin and CJK scripts; not table pipes,
+# dashes or brackets, which are structure.
+_SENTENCE_PUNCTUATION = frozenset(".,;:!?…、，。！？；：")
+
+
+def _is_sentence_punctuation(token: str) -> bool:
+    return all(character in _SENTENCE_PUNCTUATION for character in token)
+
+
+def _is_word(token: str) -> bool:
+    return token.strip(string.punctuation).isalpha()
+
+
+def _periodic_runs(ids: npt.NDArray[np.int64]) -> list[tuple[int, int, int]]:
+    """(period, first, stop) of maximal runs where tokens[first:stop] repeats its first
+    `period` tokens back to back at least twice, seeded by 4-grams seen three times at
+    equal spacing (module docstring)."""
+    count = ids.size
+    if count < _GRAM + 2:
+        return []
+    grams = count - _GRAM + 1
+    hashes = np.zeros(grams, np.uint64)
+    for offset in range(_GRAM):
+        hashes = hashes * _HASH_MULTIPLIER + ids[offset : offset + grams].astype(np.uint64) + np.uint64(1)
+    order = np.argsort(hashes, kind="stable")
+    same = hashes[order[1:]] == hashes[order[:-1]]
+    previous = np.full(grams, -1, np.int64)
+    previous[order[1:][same]] = order[:-1][same]
+    before = np.where(previous >= 0, previous[np.maximum(previous, 0)], -1)
+    positions = np.arange(grams, dtype=np.int64)
+    spacing = positions - previous
+    seeds = np.flatnonzero((before >= 0) & (previous - before == spacing))
+    runs: list[tuple[int, int, int]] = []
+    reached = 0
+    index = 0
+    while index < seeds.size:
+        seed = int(seeds[index])
+        period = int(spacing[seed])
+        start = _extend_back(ids, period, seed)
+        stop = _extend_forward(ids, period, seed)
+        if stop - start >= period:  # at least one whole copy matched the one before it
+            runs.append((period, start - period, stop))
+        reached = max(reached, stop, seed + 1)
+        index = int(np.searchsorted(seeds, reached))
+    return runs
+
+
+def _extend_forward(ids: npt.NDArray[np.int64], period: int, start: int) -> int:
+    """The first j >= start with ids[j] != ids[j - period] (or the end), galloping."""
+    count = ids.size
+    position, step = start, 64
+    while position < count:
+        stop = min(count, position + step)
+        differ = np.flatnonzero(ids[position:stop] != ids[position - period : stop - period])
+        if differ.size:
+            return position + int(differ[0])
+        position, step = stop, step * 2
+    return count
+
+
+def _extend_back(ids: npt.NDArray[np.int64], period: int, start: int) -> int:
+    """The smallest a >= period with ids[j] == ids[j - period] for every j in [a, start)."""
+    position, step = start, 64
+    while position > period:
+        low = max(period, position - step)
+        differ = np.flatnonzero(ids[low:position] != ids[low - period : position - period])
+        if differ.size:
+            return low + int(differ[-1]) + 1
+        position, step = low, step * 2
+    return period
+
+
+# --- evidence: seq-rep-4 and the longest adjacent repeat --------------------------------
 
 
 def _tokens(text: str) -> list[str]:
     return _TOKEN.findall(text)
-
-
-# --- evidence: seq-rep-4 and the longest adjacent repeat --------------------------------
 
 
 def _seq_rep_4(text: str, window: int) -> float:
