@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -16,6 +17,7 @@ from k3conformance.scoring.item_score import ItemScore
 from k3conformance.session import STASH_KEY, WORKEROUTPUT_KEY, RunState
 from k3conformance.signals import interrupt_on_sigterm, restore_sigterm
 from k3conformance.terminal import (
+    NO_BASELINE_NOTE,
     SIMULATOR_NOTICE,
     accuracy_table,
     check_table,
@@ -27,6 +29,7 @@ from k3conformance.terminal import (
 
 if TYPE_CHECKING:
     from k3conformance.gate.decision import GateResult
+    from k3conformance.runs.schema import OutcomeRecord, RunSummary
     from k3conformance.runs.stored import StoredRun
 
 # A conftest that sets this marks its directory as k3conformance suites: the endpoint
@@ -45,6 +48,8 @@ def pytest_configure(config: pytest.Config) -> None:
     state = RunState.for_process(config, resolve_settings(config))
     config.stash[STASH_KEY] = state
     interrupt_on_sigterm(config)
+    if state.role != "worker" and state.settings.server_args is not None:
+        state.launch = _read_launch(state.settings.server_args, state.settings.api_key)
     if state.role != "worker" and state.settings.baseline is not None and not config.option.collectonly:
         state.baseline = _load_baseline(state.settings)
     config.pluginmanager.register(RunHooks(state), "k3conformance-run")
@@ -61,6 +66,15 @@ def _load_baseline(settings: Settings) -> StoredRun:
         return load_run(settings.baseline or "", settings.results_dir)
     except BaselineError as error:
         raise pytest.UsageError(f"--k3-baseline: {error}") from None
+
+
+def _read_launch(path: Path, api_key: str | None) -> dict[str, Any]:
+    from k3conformance.endpoint.launch import LaunchFileError, read_launch_file
+
+    try:
+        return read_launch_file(path, (api_key,) if api_key else ())
+    except LaunchFileError as error:
+        raise pytest.UsageError(f"--k3-server-args: {error}") from None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -132,12 +146,18 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             lines.append(f"k3conformance: deployment settings {shape['described']} (from {origin})")
         lines += [f"k3conformance: WARNING {line}" for line in shape["contradictions"]]
     if state.baseline is not None:
-        lines.append(f"k3conformance: gating against the baseline {state.baseline.label} ({state.settings.gate} mode)")
+        lines.append(
+            f"k3conformance: gating against the baseline {state.baseline.label}, {state.baseline.origin} "
+            f"({state.settings.gate} mode)"
+        )
+    if state.settings.save_baseline:
+        lines.append(f"k3conformance: this run is stored as a baseline of shape {state.shape} if it completes")
     return lines
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    limit = _state(config).settings.limit
+    state = _state(config)
+    limit = state.settings.limit
     if limit is None:
         return
     kept_items: dict[str, list[str]] = {}
@@ -158,6 +178,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = selected
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """Counted for the summary: a run that left tests out is a subset, not a baseline by accident."""
+    if items:
+        state = items[0].config.stash.get(STASH_KEY, None)
+        if state is not None:
+            state.note_selection(items[0].config, len(items))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -267,13 +295,13 @@ def pytest_runtest_makereport(
     return report
 
 
-def _run_gate(state: RunState, summary: dict[str, Any]) -> GateResult:
-    from k3conformance.gate.decision import gate, settings_for
+def _run_gate(state: RunState, summary: RunSummary) -> GateResult:
+    from k3conformance.gate.decision import GateSettings, gate
     from k3conformance.gate.report import write_reports
     from k3conformance.runs.stored import StoredRun
 
     assert state.baseline is not None
-    result = gate(state.baseline, StoredRun(summary, state.run_dir), settings_for(state.settings))
+    result = gate(state.baseline, StoredRun(summary, state.run_dir), GateSettings.from_options(state.settings))
     if state.run_dir.is_dir():
         write_reports(result, state.run_dir, state.baseline.summary, summary)
     return result
@@ -292,7 +320,10 @@ class RunHooks:
         state = self.state
         for name, value in report.user_properties:
             if name == USER_PROPERTY and isinstance(value, dict) and state.role != "controller" and state.writer:
-                state.writer.write({"kind": "outcome", "nodeid": report.nodeid, "written_at": utc_now(), **value})
+                record = cast(
+                    "OutcomeRecord", {"kind": "outcome", "nodeid": report.nodeid, "written_at": utc_now(), **value}
+                )
+                state.writer.write(record)
         if state.role != "worker":
             tally_report(state.tallies, report)
 
@@ -303,6 +334,7 @@ class RunHooks:
             workeroutput: dict[str, Any] = session.config.workeroutput  # type: ignore[attr-defined]
             workeroutput[WORKEROUTPUT_KEY] = {"stats": vars(state.stats), "datasets": state.datasets}
             return
+        state.note_selection(session.config, 0)
         stopped_early = bool(session.shouldstop or session.shouldfail)
         if state.role == "controller" and exitstatus == pytest.ExitCode.INTERRUPTED and not state.stats.sent:
             state.recount_requests()
@@ -330,6 +362,8 @@ class RunHooks:
                 write("")
                 for line in accuracy.splitlines():
                     write(line)
+                if state.baseline is None:
+                    write(NO_BASELINE_NOTE, yellow=True)
             for line in [*metric_lines(state.tallies), *failure_lines(state.tallies)]:
                 write(line)
         stats = state.stats

@@ -12,18 +12,20 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from k3conformance.runs.schema import RunStatus
+
 SUMMARY_FILE = "summary.json"
 RECORDS_GLOB = "records-*.jsonl"
-STATUS_RUNNING = "running"
-STATUS_COMPLETE = "complete"
-STATUS_INCOMPLETE = "incomplete"
-STATUS_INTERRUPTED = "interrupted"
+STATUS_RUNNING: RunStatus = "running"
+STATUS_COMPLETE: RunStatus = "complete"
+STATUS_INCOMPLETE: RunStatus = "incomplete"
+STATUS_INTERRUPTED: RunStatus = "interrupted"
 
 RecordKey = tuple[str, str, int, str]
 
@@ -125,7 +127,7 @@ class RecordWriter:
             self._handle.write("\n")
         self.count = 0
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: Mapping[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
         with self._lock:
             self._handle.write(line)
