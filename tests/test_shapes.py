@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from k3conformance.endpoint.launch import LaunchFileError, merged_server_args, read_launch_file
+from k3conformance.endpoint.launch import SGLANG_DEFAULTS, LaunchFileError, merged_server_args, read_launch_file
 from k3conformance.endpoint.shapes import (
     SHAPES,
     ShapeSettings,
@@ -32,21 +32,6 @@ from k3conformance.gate.policy import (
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
-# SGLang ServerArgs defaults for the shape-defining fields (python/sglang/srt/server_args.py).
-SGLANG_DEFAULTS: dict[str, Any] = {
-    "tp_size": 1,
-    "ep_size": 1,
-    "dp_size": 1,
-    "pp_size": 1,
-    "dcp_size": 1,
-    "enable_dp_attention": False,
-    "moe_a2a_backend": "none",
-    "moe_runner_backend": "auto",
-    "kv_cache_dtype": "auto",
-    "mamba_ssm_dtype": None,
-    "speculative_algorithm": None,
-    "disaggregation_mode": "null",
-}
 
 # The defining flags of each shape, written out from the SGLang Kimi-K3 cookbook (and, for
 # the two regression cells, from sglang issue 40751 plus the Peak Throughput preset's dtypes).
@@ -311,7 +296,7 @@ def test_launch_arguments_supply_the_shape_when_the_server_reports_none(tmp_path
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [("[1]", "must hold a JSON object"), ('{"env": [1]}', "'env' must map"), ("{", "is not JSON")],
+    [("[1]", "must hold a JSON object"), ('{"env": [1]}', "'env' must map"), ("{", "is corrupt (not JSON")],
 )
 def test_bad_launch_file_is_one_message(tmp_path: Path, content: str, message: str) -> None:
     launch_file = tmp_path / "launch.json"

@@ -16,13 +16,14 @@ server does not report its own.
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from k3conformance.endpoint.shapes import settings_from_server_info
+from k3conformance.runs.records import UnreadableJson, read_json
 
 # Spellings of the shape-defining flags in SGLang and vLLM -> SGLang's ServerArgs field.
 _ALIASES = {
@@ -39,22 +40,25 @@ _ALIASES = {
 }
 
 
-# SGLang's defaults for the shape-defining flags: a launch command line leaves out what it
-# does not change, so an absent flag there means the default (not "unknown" as in a report).
-_SGLANG_DEFAULTS: Mapping[str, Any] = {
-    "tp_size": 1,
-    "ep_size": 1,
-    "dp_size": 1,
-    "pp_size": 1,
-    "dcp_size": 1,
-    "enable_dp_attention": False,
-    "moe_a2a_backend": None,
-    "moe_runner_backend": None,
-    "kv_cache_dtype": None,
-    "mamba_ssm_dtype": None,
-    "speculative_algorithm": None,
-    "disaggregation_mode": None,
-}
+# SGLang's ServerArgs defaults for the shape-defining fields (python/sglang/srt/server_args.py):
+# a launch command line leaves out what it does not change, so an absent flag there means
+# the default (not "unknown", as an absent field of a server's report does).
+SGLANG_DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {
+        "tp_size": 1,
+        "ep_size": 1,
+        "dp_size": 1,
+        "pp_size": 1,
+        "dcp_size": 1,
+        "enable_dp_attention": False,
+        "moe_a2a_backend": "none",
+        "moe_runner_backend": "auto",
+        "kv_cache_dtype": "auto",
+        "mamba_ssm_dtype": None,
+        "speculative_algorithm": None,
+        "disaggregation_mode": "null",
+    }
+)
 
 
 class LaunchFileError(ValueError):
@@ -67,11 +71,9 @@ def read_launch_file(path: Path, known_secrets: tuple[str, ...] = ()) -> dict[st
     from k3conformance.endpoint.preflight import redact_secrets
 
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise LaunchFileError(f"cannot read {path}: {error.strerror or error}") from None
-    except ValueError as error:
-        raise LaunchFileError(f"{path} is not JSON ({error})") from None
+        data = read_json(path, "the --k3-server-args file")
+    except UnreadableJson as error:
+        raise LaunchFileError(str(error)) from None
     if not isinstance(data, dict):
         raise LaunchFileError(f"{path} must hold a JSON object with 'args' and/or 'env'")
     env = data.get("env", {})
@@ -120,6 +122,6 @@ def merged_server_args(
     if settings_from_server_info(server_info) is not None or not launch:
         return server_info
     args = launch.get("args")
-    if not isinstance(args, Mapping) or not any(name in args for name in (*_SGLANG_DEFAULTS, "attn_dp_size")):
+    if not isinstance(args, Mapping) or not any(name in args for name in (*SGLANG_DEFAULTS, "attn_dp_size")):
         return server_info
-    return {**_SGLANG_DEFAULTS, **args}
+    return {**SGLANG_DEFAULTS, **args}

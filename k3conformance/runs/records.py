@@ -58,6 +58,20 @@ def write_json_atomic(path: Path, data: Any) -> None:
         raise
 
 
+class UnreadableJson(ValueError):
+    """A JSON file that cannot be read or parsed; the message names it."""
+
+
+def read_json(path: Path, what: str) -> Any:
+    """The parsed content of `path`, described as `what` in the one message of UnreadableJson."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise UnreadableJson(f"cannot read {what} {path}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise UnreadableJson(f"{what} {path} is corrupt (not JSON: {error})") from None
+
+
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
     try:
         data = json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))

@@ -31,21 +31,22 @@ class ItemTotalsEntry(TypedDict):
     looping: int
 
 
-class CheckEntry(TypedDict):
+class OutcomeCounts(TypedDict):
+    """Test outcomes, of one check or of a whole suite."""
+
     passed: int
     failed: int
     infra_errors: int
     errors: int
+
+
+class CheckEntry(OutcomeCounts):
     layers: dict[str, int]
     excerpts: dict[str, str]
 
 
-class SuiteEntry(TypedDict):
+class SuiteEntry(OutcomeCounts):
     tests: int
-    passed: int
-    failed: int
-    infra_errors: int
-    errors: int
     skipped: int
     items: int
     checks: dict[str, CheckEntry]

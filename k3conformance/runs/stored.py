@@ -10,14 +10,20 @@ anything is sent to the endpoint.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from k3conformance.gate.statistics import ItemTotals
-from k3conformance.runs.records import STATUS_COMPLETE, SUMMARY_FILE, newest_run, read_summary
+from k3conformance.runs.records import (
+    STATUS_COMPLETE,
+    SUMMARY_FILE,
+    UnreadableJson,
+    newest_run,
+    read_json,
+    read_summary,
+)
 from k3conformance.runs.schema import RunSummary, SchemaError, validate_summary
 
 
@@ -124,14 +130,8 @@ def _latest(shape_dir: Path, baseline: bool) -> StoredRun:
 
 def _load_summary(path: Path, *, baseline: bool, origin: str) -> StoredRun:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise BaselineError(f"cannot read the run summary {path}: {error.strerror or error}") from None
-    except ValueError as error:
-        raise BaselineError(f"the run summary {path} is corrupt (not JSON: {error})") from None
-    try:
-        summary = validate_summary(data, str(path))
-    except SchemaError as error:
+        summary = validate_summary(read_json(path, "the run summary"), str(path))
+    except (UnreadableJson, SchemaError) as error:
         raise BaselineError(str(error)) from None
     if baseline and summary["status"] != STATUS_COMPLETE:
         raise BaselineError(
