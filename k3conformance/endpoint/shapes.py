@@ -115,6 +115,9 @@ _PLAIN = ShapeSettings(
     disaggregation_mode=UNIFIED,
 )
 _COOKBOOK = "SGLang Kimi-K3 cookbook"
+# A later version of the cookbook's command panel (sgl-project/sglang commit 0722c4c,
+# `docs_new/src/snippets/configs/moonshotai/kimi-k3.jsx`): H200, B300 and GB300 cells.
+_COOKBOOK_PANEL = "SGLang Kimi-K3 cookbook command panel (sglang 0722c4c)"
 _B300 = "B300 1×8"
 
 
@@ -211,6 +214,39 @@ def _registry() -> dict[str, Shape]:
             32,
             replace(_PLAIN, tp=32, ep=32, moe_runner_backend="marlin"),
             f"{_COOKBOOK}, Deployment: H200 4×8 Unified High-Throughput",
+        ),
+        Shape(
+            "tp16-ep16-dspark",
+            "H200 TP16/EP16 Low-Latency (Marlin + FlashMLA) + DSPARK speculative decoding",
+            "H200 2×8",
+            16,
+            replace(_PLAIN, tp=16, ep=16, moe_runner_backend="marlin", speculative_algorithm="DSPARK"),
+            f"{_COOKBOOK_PANEL}, H200 multi-2 low-latency (unverified cell)",
+        ),
+        Shape(
+            "gb300-tp8",
+            "GB300 TP8 over MNNVL, Balanced (Marlin)",
+            "GB300 2×4",
+            8,
+            replace(_PLAIN, moe_runner_backend="marlin"),
+            f"{_COOKBOOK_PANEL}, GB300 multi-2 balanced",
+        ),
+        Shape(
+            "gb300-tp8-dspark",
+            "GB300 TP8 over MNNVL, Low-Latency (Marlin) + DSPARK speculative decoding",
+            "GB300 2×4",
+            8,
+            replace(_PLAIN, moe_runner_backend="marlin", speculative_algorithm="DSPARK"),
+            f"{_COOKBOOK_PANEL}, GB300 multi-2 low-latency (unverified cell)",
+        ),
+        Shape(
+            "gb300-ep8-megamoe",
+            "GB300 EP8 + MegaMoE + SP-MoE, High-Throughput",
+            "GB300 2×4",
+            8,
+            replace(_PLAIN, ep=8, moe_a2a_backend="megamoe"),
+            f"{_COOKBOOK_PANEL}, GB300 multi-2 high-throughput (its environment sets the MegaMoE "
+            "tokens-per-rank cap: record it with --k3-server-args)",
         ),
         *_large_scale_shapes(),
         Shape(
