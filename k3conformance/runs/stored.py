@@ -61,11 +61,6 @@ class StoredRun:
         scores = self.suites[suite]["scores"]
         return sum(scores[item][event] > 0 for item in items), len(items)
 
-    def selected_items(self, suite: str) -> set[str] | None:
-        """The items of a suite the run selected to run (None when not recorded)."""
-        entry = (self.summary.get("datasets") or {}).get(suite)
-        return set(entry["items"]) if entry is not None and "items" in entry else None
-
     def scored_suites(self) -> set[str]:
         return {name for name, suite in self.suites.items() if suite.get("scores")}
 
