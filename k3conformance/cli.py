@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_compare(commands: Any) -> None:
-    from k3conformance.options import GATE_MODES, alpha, rate, suite_margins
+    from k3conformance.options import add_gate_arguments
 
     compare = commands.add_parser(
         "compare",
@@ -83,16 +83,8 @@ def _add_compare(commands: Any) -> None:
     compare.add_argument(
         "--results-dir", type=Path, default=Path("results"), help="Where shapes are stored (default: results)"
     )
-    compare.add_argument(
-        "--gate", choices=GATE_MODES, default="warn", help="warn: INCONCLUSIVE passes; strict: it fails"
-    )
-    compare.add_argument("--alpha", type=alpha, default=0.05, help="One-sided significance level (default: 0.05)")
-    compare.add_argument(
-        "--margin", type=non_negative_float, default=3.0, help="Accuracy points a suite may lose (default: 3)"
-    )
-    compare.add_argument("--margins", type=suite_margins, default=(), help="Per-suite margins: coding=3,math=2")
-    compare.add_argument("--repetition-floor", type=rate, default=0.02, help="Looping rate floor (default: 0.02)")
-    compare.add_argument("--truncation-floor", type=rate, default=0.05, help="Truncation rate floor (default: 0.05)")
+    # The gate's options from the one option table, without the --k3- prefix.
+    add_gate_arguments(compare)
     compare.add_argument(
         "--write",
         action="store_true",
@@ -110,17 +102,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _compare(arguments: argparse.Namespace) -> int:
-    from k3conformance.gate.decision import gate, settings_for
+    from k3conformance.gate.decision import GateSettings, gate
     from k3conformance.gate.report import json_report, markdown_report, text_report, write_reports
-    from k3conformance.runs.stored import BaselineError, load_run
+    from k3conformance.runs.stored import BaselineError, check_same_datasets, load_run
 
     try:
         baseline = load_run(arguments.baseline, arguments.results_dir)
-        candidate = load_run(arguments.candidate, arguments.results_dir, require_complete=False)
+        candidate = load_run(arguments.candidate, arguments.results_dir, baseline=False)
+        # The check `pytest --k3-baseline` makes before it sends anything, on the stored sources.
+        check_same_datasets(baseline, candidate.dataset_sources())
     except BaselineError as error:
         print(f"k3conformance compare: {error}", file=sys.stderr)
         return 2
-    result = gate(baseline, candidate, settings_for(arguments))
+    result = gate(baseline, candidate, GateSettings.from_options(arguments))
     if arguments.format == "json":
         print(json_report(result))
     elif arguments.format == "markdown":

@@ -8,7 +8,8 @@ none of this module, nor what it imports, is loaded.
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -20,6 +21,7 @@ from k3conformance.runs.records import STATUS_COMPLETE, STATUS_RUNNING, utc_now
 from k3conformance.session import WORKERINPUT_KEY, WORKEROUTPUT_KEY, RunState
 from k3conformance.signals import interrupt_on_sigterm, restore_sigterm
 from k3conformance.terminal import (
+    NO_BASELINE_NOTE,
     SIMULATOR_NOTICE,
     accuracy_table,
     check_table,
@@ -31,6 +33,7 @@ from k3conformance.terminal import (
 
 if TYPE_CHECKING:
     from k3conformance.gate.decision import GateResult
+    from k3conformance.runs.schema import OutcomeRecord, RunSummary
     from k3conformance.runs.stored import StoredRun
 
 
@@ -47,6 +50,8 @@ def activate(config: pytest.Config) -> RunState:
     state = RunState.for_process(config, resolve_settings(config))
     config.stash[STASH_KEY] = state
     interrupt_on_sigterm(config)
+    if state.role != "worker" and state.settings.server_args is not None:
+        state.launch = _read_launch(state.settings.server_args, state.settings.api_key)
     if state.role != "worker" and state.settings.baseline is not None and not config.option.collectonly:
         state.baseline = _load_baseline(state.settings)
     config.pluginmanager.register(RunHooks(state), "k3conformance-run")
@@ -64,6 +69,15 @@ def _load_baseline(settings: Settings) -> StoredRun:
         return load_run(settings.baseline or "", settings.results_dir)
     except BaselineError as error:
         raise pytest.UsageError(f"--k3-baseline: {error}") from None
+
+
+def _read_launch(path: Path, api_key: str | None) -> dict[str, Any]:
+    from k3conformance.endpoint.launch import LaunchFileError, read_launch_file
+
+    try:
+        return read_launch_file(path, (api_key,) if api_key else ())
+    except LaunchFileError as error:
+        raise pytest.UsageError(f"--k3-server-args: {error}") from None
 
 
 def _resolve_up_front(config: pytest.Config) -> bool:
@@ -120,13 +134,13 @@ def _note_dataset(state: RunState, probe: Probe) -> None:
         entry["items"].append(probe.item)
 
 
-def _run_gate(state: RunState, summary: dict[str, Any]) -> GateResult:
-    from k3conformance.gate.decision import gate, settings_for
+def _run_gate(state: RunState, summary: RunSummary) -> GateResult:
+    from k3conformance.gate.decision import GateSettings, gate
     from k3conformance.gate.report import write_reports
     from k3conformance.runs.stored import StoredRun
 
     assert state.baseline is not None
-    result = gate(state.baseline, StoredRun(summary, state.run_dir), settings_for(state.settings))
+    result = gate(state.baseline, StoredRun(summary, state.run_dir), GateSettings.from_options(state.settings))
     if state.run_dir.is_dir():
         write_reports(result, state.run_dir, state.baseline.summary, summary)
     return result
@@ -167,8 +181,11 @@ class RunHooks:
             lines += [f"k3conformance: WARNING {line}" for line in shape["contradictions"]]
         if state.baseline is not None:
             lines.append(
-                f"k3conformance: gating against the baseline {state.baseline.label} ({state.settings.gate} mode)"
+                f"k3conformance: gating against the baseline {state.baseline.label}, {state.baseline.origin} "
+                f"({state.settings.gate} mode)"
             )
+        if state.settings.save_baseline:
+            lines.append(f"k3conformance: this run is stored as a baseline of shape {state.shape} if it completes")
         return lines
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -194,6 +211,11 @@ class RunHooks:
         if deselected:
             config.hook.pytest_deselected(items=deselected)
             items[:] = selected
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        """Counted for the summary: a run that left tests out is a subset, not a baseline by accident."""
+        if items:
+            self.state.note_selection(items[0].config, len(items))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -239,7 +261,10 @@ class RunHooks:
         state = self.state
         for name, value in report.user_properties:
             if name == USER_PROPERTY and isinstance(value, dict) and state.role != "controller" and state.writer:
-                state.writer.write({"kind": "outcome", "nodeid": report.nodeid, "written_at": utc_now(), **value})
+                record = cast(
+                    "OutcomeRecord", {"kind": "outcome", "nodeid": report.nodeid, "written_at": utc_now(), **value}
+                )
+                state.writer.write(record)
         if state.role != "worker":
             tally_report(state.tallies, report)
 
@@ -251,6 +276,7 @@ class RunHooks:
             workeroutput: dict[str, Any] = session.config.workeroutput  # type: ignore[attr-defined]
             workeroutput[WORKEROUTPUT_KEY] = {"stats": vars(state.stats), "datasets": state.datasets}
             return
+        state.note_selection(session.config, 0)
         stopped_early = bool(session.shouldstop or session.shouldfail)
         if state.role == "controller" and exitstatus == pytest.ExitCode.INTERRUPTED and not state.stats.sent:
             state.recount_requests()
@@ -279,6 +305,8 @@ class RunHooks:
                 write("")
                 for line in accuracy.splitlines():
                     write(line)
+                if state.baseline is None:
+                    write(NO_BASELINE_NOTE, yellow=True)
             for line in [*metric_lines(state.tallies), *failure_lines(state.tallies)]:
                 write(line)
         stats = state.stats

@@ -171,6 +171,13 @@ def suite_margins(text: str) -> tuple[tuple[str, float], ...]:
     return tuple(pairs)
 
 
+def share(text: str) -> float:
+    value = non_negative_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"expected a share between 0 and 1, such as 1 or 0.95, got {text!r}")
+    return value
+
+
 def text_value(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("expected a non-empty value")
@@ -345,6 +352,26 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "Truncation rate (finish_reason length) below which a significant rise is not a regression (default: 0.05)",
     ),
     OptionSpec(
+        "min_coverage",
+        share,
+        1.0,
+        "Share of the baseline's scored items the candidate must score, else the gate is INCOMPLETE (default: 1, all)",
+    ),
+    OptionSpec(
+        "save_baseline",
+        boolean,
+        False,
+        "Store this run as a baseline of its shape: --k3-baseline SHAPE takes the newest complete run stored so",
+        flag_only=True,
+    ),
+    OptionSpec(
+        "server_args",
+        Path,
+        None,
+        'JSON file with the server\'s launch arguments and environment ({"args": [...], "env": {...}}), '
+        "recorded and compared when the server does not report them (vLLM, llama.cpp)",
+    ),
+    OptionSpec(
         "resume",
         boolean,
         False,
@@ -387,7 +414,28 @@ class Settings:
     margins: tuple[tuple[str, float], ...]
     repetition_floor: float
     truncation_floor: float
+    min_coverage: float
+    save_baseline: bool
+    server_args: Path | None
     resume: bool
+
+
+# The options the gate reads: `pytest --k3-baseline` and `k3conformance compare` both take
+# them from this table (the CLI without the --k3- prefix), so their defaults cannot drift.
+GATE_OPTIONS = ("gate", "alpha", "margin", "margins", "repetition_floor", "truncation_floor", "min_coverage")
+
+
+def option(name: str) -> OptionSpec[Any]:
+    return next(spec for spec in OPTIONS if spec.name == name)
+
+
+def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
+    """The gate's options as plain arguments (`--alpha`, `--margin`, ...) of `k3conformance compare`."""
+    for name in GATE_OPTIONS:
+        spec = option(name)
+        parser.add_argument(
+            "--" + name.replace("_", "-"), dest=name, type=spec.parse, default=spec.default, help=spec.help
+        )
 
 
 def add_options(parser: pytest.Parser) -> None:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from k3conformance.probes.probe import InfrastructureError, probe_of
+from k3conformance.runs.schema import SuiteEntry
 from k3conformance.scoring.item_score import ItemScore, summarize
 
 USER_PROPERTY = "k3conformance"
@@ -144,14 +145,14 @@ class SuiteTally:
         scored = self.passed + self.failed
         return self.passed / scored if scored else None
 
-    def to_summary(self) -> dict[str, Any]:
+    def to_summary(self) -> SuiteEntry:
         data = asdict(self)
         data["items"] = len(self.items)
         data["score"] = self.score
         data["scores"] = {item: score.totals() for item, score in sorted(self.scores.items())}
         accuracy = summarize(self.scores)
         data["accuracy"] = asdict(accuracy) if accuracy else None
-        return data
+        return cast(SuiteEntry, data)
 
 
 def tally_report(tallies: dict[str, SuiteTally], report: pytest.TestReport) -> None:

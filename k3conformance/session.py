@@ -36,6 +36,7 @@ from k3conformance.runs.records import (
     utc_now,
     write_json_atomic,
 )
+from k3conformance.runs.schema import DatasetEntry, RunStatus, RunSummary, Selection
 
 if TYPE_CHECKING:
     from k3conformance.endpoint.reference_process import ReferenceProcess
@@ -79,7 +80,7 @@ class RunState:
     run_dir: Path
     resumed: bool
     started_at: str = field(default_factory=utc_now)
-    status: str = STATUS_RUNNING
+    status: RunStatus = STATUS_RUNNING
     endpoint: ResolvedEndpoint | None = None
     reference: ReferenceProcess | None = None
     loop: BackgroundLoop | None = None
@@ -91,7 +92,13 @@ class RunState:
     groups_file: Path | None = None
     stats: RequestCounters = field(default_factory=RequestCounters)
     tallies: dict[str, SuiteTally] = field(default_factory=dict)
-    datasets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    datasets: dict[str, DatasetEntry] = field(default_factory=dict)
+    # How the tests were chosen (-k, -m, --k3-limit) and how many were left out.
+    selection: Selection = field(
+        default_factory=lambda: Selection(keyword=None, markers=None, limit=None, deselected=0, subset=False)
+    )
+    # The --k3-server-args file, read at configure time.
+    launch: dict[str, Any] | None = None
     # The run gated against, loaded at configure time (controller or single process only).
     baseline: StoredRun | None = None
     gate_result: GateResult | None = None
@@ -192,7 +199,18 @@ class RunState:
 
     # The run summary, written by the single process or the controller.
 
-    def summary(self, status: str, exit_status: int | None) -> dict[str, Any]:
+    def note_selection(self, config: pytest.Config, deselected: int) -> None:
+        keyword = config.option.keyword or None
+        markers = config.option.markexpr or None
+        self.selection = Selection(
+            keyword=keyword,
+            markers=markers,
+            limit=self.settings.limit,
+            deselected=self.selection["deselected"] + deselected,
+            subset=bool(keyword or markers or self.settings.limit or self.selection["deselected"] + deselected),
+        )
+
+    def summary(self, status: RunStatus, exit_status: int | None) -> RunSummary:
         earlier = read_summary(self.run_dir) if self.resumed else None
         sessions = list(earlier.get("sessions", [])) if earlier else []
         if status != STATUS_RUNNING:
@@ -204,6 +222,9 @@ class RunState:
             "run_id": self.run_dir.name,
             "shape": self.shape,
             "status": status,
+            "baseline": self.settings.save_baseline,
+            "selection": self.selection,
+            "launch": self.launch,
             "simulator": bool(endpoint and endpoint.simulator),
             "endpoint": endpoint.display_url if endpoint else None,
             "reference_profile": endpoint.reference_profile if endpoint else None,
@@ -241,7 +262,7 @@ class RunState:
             stats.api_errors += record.get("status") == "api_error"
         self.stats = stats
 
-    def final_status(self, exit_status: int, stopped_early: bool) -> str:
+    def final_status(self, exit_status: int, stopped_early: bool) -> RunStatus:
         if exit_status == pytest.ExitCode.INTERRUPTED:
             return STATUS_INTERRUPTED
         infra = self.stats.infra_errors + sum(t.infra_errors for t in self.tallies.values())
@@ -252,9 +273,10 @@ class RunState:
     def shape_settings(self) -> dict[str, Any]:
         """The deployment's defining settings, from the server's own arguments when it
         reports them, else from a registry --k3-shape; and any contradiction between the two."""
+        from k3conformance.endpoint.launch import merged_server_args
         from k3conformance.endpoint.shapes import contradictions, describe, run_shape_settings
 
-        info = self.endpoint.server_info if self.endpoint else None
+        info = merged_server_args(self.endpoint.server_info if self.endpoint else None, self.launch)
         settings, source = run_shape_settings(self.settings.shape, info)
         derived, _ = run_shape_settings(None, info)
         return {
@@ -264,7 +286,7 @@ class RunState:
             "contradictions": contradictions(self.settings.shape, derived),
         }
 
-    def write_summary(self, status: str, exit_status: int | None = None) -> dict[str, Any]:
+    def write_summary(self, status: RunStatus, exit_status: int | None = None) -> RunSummary:
         summary = self.summary(status, exit_status)
         if self.run_dir.is_dir():
             write_json_atomic(self.run_dir / SUMMARY_FILE, summary)

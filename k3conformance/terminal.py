@@ -87,7 +87,9 @@ def suite_table(tallies: Mapping[str, SuiteTally]) -> str:
     rows = []
     for suite in sorted(tallies):
         tally = tallies[suite]
-        score = percent(tally.score)
+        # An accuracy suite measures: its tests pass whenever an answer could be scored, so a
+        # share of passed tests would read as 100% at any accuracy. Its numbers are below.
+        score = "measured" if tally.scores else percent(tally.score)
         rows.append(
             [suite, len(tally.items), tally.tests, tally.passed, tally.failed, tally.infra_errors, tally.errors, score]
         )
@@ -127,6 +129,12 @@ def accuracy_table(tallies: Mapping[str, SuiteTally]) -> str:
         "mean output tokens",
     ]
     return tabulate(rows, headers=headers, tablefmt="github")
+
+
+NO_BASELINE_NOTE = (
+    "accuracy suites: measured, not judged: no verdict on accuracy, looping or truncation is given without "
+    "a baseline (gate against one with --k3-baseline SHAPE)"
+)
 
 
 def check_table(tallies: Mapping[str, SuiteTally]) -> str:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import math
+from statistics import NormalDist
 
-from k3conformance.gate.statistics import FAIL, INCONCLUSIVE, PASS, ItemTotals, compare_rates, compare_scores
+import pytest
+from scipy import stats
+
+from k3conformance.gate.statistics import FAIL, INCONCLUSIVE, PASS, ItemTotals, compare_rates, compare_scores, holm
 
 
 def binary_runs(pattern: list[tuple[int, int]]) -> tuple[dict[str, ItemTotals], dict[str, ItemTotals]]:
@@ -23,7 +27,7 @@ def test_many_agreeing_items_pass() -> None:
     result = compare_scores(baseline, candidate, margin=0.03, alpha=0.05)
     assert result is not None
     assert result.verdict == PASS and result.difference == 0.0
-    assert result.lower > -0.03 and result.method.startswith("exact McNemar")
+    assert result.lower > -0.03 and result.method.startswith("Tango")
     assert (result.baseline_only_right, result.candidate_only_right) == (5, 5)
 
 
@@ -105,3 +109,44 @@ def test_high_but_not_significantly_higher_rate_is_inconclusive() -> None:
 
 def test_lower_rate_passes() -> None:
     assert compare_rates("looping", (10, 100), (3, 100), floor=0.02, alpha=0.05).verdict == PASS
+
+
+# --- issue 11 reproductions ----------------------------------------------------------------
+
+
+def test_several_samples_use_the_plain_clustered_standard_error() -> None:
+    """Reproduction: pseudo-observations added to item means inflated the standard error by
+    x1.20 at 8 samples per item (A/A PASS 64.6% instead of 74.6%)."""
+    baseline = {f"item-{i}": ItemTotals(8, float(4 + i % 3)) for i in range(300)}
+    candidate = {f"item-{i}": ItemTotals(8, float(4 + (i + 1) % 3)) for i in range(300)}
+    result = compare_scores(baseline, candidate, margin=0.03, alpha=0.05)
+    assert result is not None and result.method.startswith("paired t")
+    differences = [candidate[k].mean - baseline[k].mean for k in baseline]
+    mean = sum(differences) / len(differences)
+    plain_error = math.sqrt(sum((d - mean) ** 2 for d in differences) / (len(differences) - 1) / len(differences))
+    quantile = float(stats.t.ppf(0.95, len(differences) - 1))
+    assert result.upper - result.lower == pytest.approx(2 * quantile * plain_error, rel=1e-9)
+
+
+def test_a_rate_rise_that_cannot_reach_floor_plus_margin_passes() -> None:
+    """Reproduction: any rise above the floor that was not significant was INCONCLUSIVE."""
+    result = compare_rates("looping", (50, 2000), (60, 2000), floor=0.02, alpha=0.05, margin=0.03)
+    assert result.p_value > 0.05 and result.candidate_rate > 0.02 and result.upper < 0.05
+    assert result.verdict == PASS
+    wide = compare_rates("looping", (1, 113), (4, 113), floor=0.02, alpha=0.05, margin=0.03)
+    assert wide.upper > 0.05 and wide.verdict == INCONCLUSIVE
+
+
+def test_items_to_decide_are_planned_at_the_power_of_the_minimum_detectable_drop() -> None:
+    """Reproduction: "about N more items" used z(1 - alpha) only: a coin flip, not 80%."""
+    baseline, candidate = binary_runs(pattern(60, 30, 12, 11))
+    result = compare_scores(baseline, candidate, margin=0.03, alpha=0.05)
+    assert result is not None and result.verdict == INCONCLUSIVE and result.to_decide is not None
+    spread = result.standard_error * math.sqrt(result.items + 2)
+    z = NormalDist().inv_cdf
+    needed = math.ceil(((z(0.95) + z(0.8)) * spread / abs(result.difference + 0.03)) ** 2)
+    assert f"about {needed - result.items} more items" in result.to_decide and "4 times in 5" in result.to_decide
+
+
+def test_holm_adjusts_step_down() -> None:
+    assert holm([0.01, 0.04, 0.03, 0.5]) == pytest.approx([0.04, 0.09, 0.09, 0.5])

@@ -131,3 +131,26 @@ def test_coding_datasets_in_their_own_formats_run(tmp_path: Path, name: str) -> 
     assert run_python(program).passed
     broken = program.replace("return a + b", "return a - b")
     assert not run_python(broken).passed
+
+
+def test_without_a_baseline_accuracy_is_shown_as_measured_not_as_passed(eval_project: pytest.Pytester) -> None:
+    """Reproduction (issue 11): the suite table said "checks passed 100.0%" at any accuracy,
+    even 100% looping, on a run with no baseline to judge it against."""
+    result = eval_project.runpytest(
+        "test_coding.py",
+        "--k3-endpoint",
+        "reference:ep32-megamoe",
+        "--k3-coding-dataset",
+        "humaneval",
+        "--k3-limit",
+        "12",
+        "--k3-max-tokens",
+        "8192",
+        "--k3-results-dir",
+        "out",
+    )
+    output = result.stdout.str()
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["| coding * 12 * 12 * 12 * 0 * 0 * 0 * measured *"])
+    assert "100.0% |" not in output.split("| suite ")[1].split("\n\n")[0]
+    assert "no verdict on accuracy, looping or truncation is given without a baseline" in output

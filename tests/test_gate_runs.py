@@ -31,7 +31,7 @@ def run(project: pytest.Pytester, endpoint: str, *arguments: str) -> pytest.RunR
 
 
 def store_baseline(project: pytest.Pytester) -> Path:
-    result = run(project, "reference:tp8", "--k3-shape", "tp8")
+    result = run(project, "reference:tp8", "--k3-shape", "tp8", "--k3-save-baseline")
     assert result.ret == 0
     return only_run(project.path / "out")
 
@@ -126,7 +126,7 @@ def test_shape_change_gated_on_math_alone_is_incomplete(gate_project: pytest.Pyt
     assert verdict["verdict"] == "INCOMPLETE"
     assert verdict["shape"]["missing_suites"] == ["coding"]
     result.stdout.fnmatch_lines(
-        ["*INCOMPLETE: the shape differs from the baseline's, and the coding suite did not run*"]
+        ["*INCOMPLETE: the deployment differs from the baseline's, and the coding suite did not run*"]
     )
 
 
@@ -139,7 +139,12 @@ def test_deepep_drop_inside_the_margin_does_not_fail(gate_project: pytest.Pytest
 
 def test_check_that_passed_on_the_baseline_and_fails_on_the_candidate(gate_project: pytest.Pytester) -> None:
     arguments = ("--k3-results-dir", "out", "-p", "no:cacheprovider", "test_reasoning.py")
-    assert gate_project.runpytest("--k3-endpoint", "reference:tp8", "--k3-shape", "tp8", *arguments).ret == 0
+    assert (
+        gate_project.runpytest(
+            "--k3-endpoint", "reference:tp8", "--k3-shape", "tp8", "--k3-save-baseline", *arguments
+        ).ret
+        == 0
+    )
     result = gate_project.runpytest("--k3-endpoint", "reference:raw-stop-token", "--k3-baseline", "tp8", *arguments)
     assert result.ret == 1
     verdict = gate_file(gate_project, "reference-raw-stop-token")
@@ -194,7 +199,9 @@ def test_incomplete_baseline_run(gate_project: pytest.Pytester) -> None:
     summary = json.loads((baseline / "summary.json").read_text())
     summary["status"] = "interrupted"
     (baseline / "summary.json").write_text(json.dumps(summary))
-    assert_one_error(run(gate_project, "reference:tp8", "--k3-baseline", "tp8"), "no complete run under")
+    assert_one_error(
+        run(gate_project, "reference:tp8", "--k3-baseline", "tp8"), "was stored as a baseline (1 runs, 0 complete)"
+    )
     assert_one_error(run(gate_project, "reference:tp8", "--k3-baseline", str(baseline)), "is interrupted, not complete")
 
 
@@ -210,3 +217,29 @@ def test_baseline_summary_without_per_item_scores(gate_project: pytest.Pytester)
     old = gate_project.path / "old.json"
     old.write_text(json.dumps({"status": "complete", "suites": {"math": {"tests": 3}}}))
     assert_one_error(run(gate_project, "reference:tp8", "--k3-baseline", str(old)), "has no per-item scores")
+
+
+def test_a_later_subset_run_of_the_shape_is_not_taken_as_the_baseline(gate_project: pytest.Pytester) -> None:
+    """Reproduction (issue 11): the newest complete run of the shape became the baseline,
+    whatever it ran; a `-k` subset of the math suite stored later than the real baseline."""
+    arguments = ("test_math.py", "--k3-results-dir", "out", "--k3-limit", "10", "-p", "no:cacheprovider")
+    saved = gate_project.runpytest(
+        "--k3-endpoint", "reference:tp8", "--k3-shape", "tp8", "--k3-save-baseline", *arguments
+    )
+    assert saved.ret == 0
+    (baseline_dir,) = (path for path in (gate_project.path / "out" / "tp8").iterdir() if path.is_dir())
+    subset = gate_project.runpytest(
+        "--k3-endpoint", "reference:tp8", "--k3-shape", "tp8", "-k", "millbrook or priya", *arguments
+    )
+    assert subset.ret == 0
+    stored = [json.loads(path.read_text()) for path in (gate_project.path / "out" / "tp8").glob("*/summary.json")]
+    assert sorted((entry["baseline"], entry["selection"]["subset"]) for entry in stored) == [
+        (False, True),
+        (True, True),
+    ]
+    candidate = gate_project.runpytest("--k3-endpoint", "reference:tp8", "--k3-baseline", "tp8", *arguments)
+    candidate.stdout.fnmatch_lines(
+        [
+            f"*gating against the baseline tp8/{baseline_dir.name}, the newest complete run of tp8 stored with --k3-save-baseline*"
+        ]
+    )

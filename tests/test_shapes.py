@@ -11,37 +11,27 @@ from typing import Any
 
 import pytest
 
+from k3conformance.endpoint.launch import SGLANG_DEFAULTS, LaunchFileError, merged_server_args, read_launch_file
 from k3conformance.endpoint.shapes import (
-    REQUIRED_SUITES,
     SHAPES,
     ShapeSettings,
     contradictions,
     describe,
     get_shape,
-    material_differences,
-    policy,
     run_shape_settings,
     server_args,
     settings_from_server_info,
 )
+from k3conformance.gate.policy import (
+    REQUIRED_SUITES,
+    deployment_differences,
+    deployment_identity,
+    material_differences,
+    policy,
+)
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
-# SGLang ServerArgs defaults for the shape-defining fields (python/sglang/srt/server_args.py).
-SGLANG_DEFAULTS: dict[str, Any] = {
-    "tp_size": 1,
-    "ep_size": 1,
-    "dp_size": 1,
-    "pp_size": 1,
-    "dcp_size": 1,
-    "enable_dp_attention": False,
-    "moe_a2a_backend": "none",
-    "moe_runner_backend": "auto",
-    "kv_cache_dtype": "auto",
-    "mamba_ssm_dtype": None,
-    "speculative_algorithm": None,
-    "disaggregation_mode": "null",
-}
 
 # The defining flags of each shape, written out from the SGLang Kimi-K3 cookbook (and, for
 # the two regression cells, from sglang issue 40751 plus the Peak Throughput preset's dtypes).
@@ -56,6 +46,10 @@ COOKBOOK_FLAGS: dict[str, str] = {
     "tp8-dcp8-dspark": "--tp-size 8 --dcp-size 8 --speculative-algorithm DSPARK",
     "tp16-ep16": "--tp-size 16 --ep-size 16 --moe-runner-backend marlin",
     "tp32-ep32": "--tp-size 32 --ep-size 32 --moe-runner-backend marlin",
+    "tp16-ep16-dspark": "--tp-size 16 --ep-size 16 --moe-runner-backend marlin --speculative-algorithm DSPARK",
+    "gb300-tp8": "--tp-size 8 --moe-runner-backend marlin",
+    "gb300-tp8-dspark": "--tp-size 8 --moe-runner-backend marlin --speculative-algorithm DSPARK",
+    "gb300-ep8-megamoe": "--tp-size 8 --ep-size 8 --moe-a2a-backend megamoe",
     "dp2-ep16-megamoe": f"--tp-size 16 --ep-size 16 --dp-size 2 {PEAK}",
     "dp4-ep32-megamoe": f"--tp-size 32 --ep-size 32 --dp-size 4 {PEAK}",
     "dp8-ep64-megamoe": f"--tp-size 64 --ep-size 64 --dp-size 8 {PEAK}",
@@ -274,3 +268,60 @@ def test_readme_table_lists_every_shape() -> None:
     for shape in SHAPES.values():
         row = next(line for line in section.splitlines() if line.startswith(f"| `{shape.name}` |"))
         assert f"| {shape.gpus} |" in row and f"| {shape.hardware} |" in row
+
+
+# --- launch arguments, --attn-dp-size and the deployment identity (issue 11) -------------
+
+
+def test_attn_dp_size_reads_as_dp_attention() -> None:
+    """Newer SGLang reports `attn_dp_size` in place of `dp_size` + `enable_dp_attention`."""
+    args = {**server_args(SHAPES["dp4-ep32-megamoe"]), "attn_dp_size": 4}
+    del args["dp_size"], args["enable_dp_attention"]
+    derived = settings_from_server_info({"get_server_info": args})
+    assert derived is not None and (derived.dp, derived.dp_attention) == (4, True)
+    assert material_differences(SHAPES["dp4-ep32-megamoe"].settings, derived) == []
+    plain = settings_from_server_info({"get_server_info": {**server_args(SHAPES["tp8"]), "attn_dp_size": 1}})
+    assert plain == SHAPES["tp8"].settings
+
+
+def test_launch_arguments_supply_the_shape_when_the_server_reports_none(tmp_path: Path) -> None:
+    launch_file = tmp_path / "launch.json"
+    launch_file.write_text(
+        '{"args": "vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 8 --attn-dp-size 2 '
+        '--moe-a2a-backend=megamoe", "env": {"VLLM_ROCM_USE_AITER": "1"}, "hardware": "MI355X 1x8"}'
+    )
+    launch = read_launch_file(launch_file)
+    assert launch["args"]["tp_size"] == "8" and launch["env"] == {"VLLM_ROCM_USE_AITER": "1"}
+    settings, source = run_shape_settings(None, merged_server_args({"version": {"version": "0.33.0"}}, launch))
+    assert source == "server" and settings is not None
+    assert (settings.tp, settings.dp, settings.dp_attention, settings.moe_a2a_backend) == (8, 2, True, "megamoe")
+    assert settings.kv_cache_dtype == "auto" and settings.state_dtype == "float32"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("[1]", "must hold a JSON object"), ('{"env": [1]}', "'env' must map"), ("{", "is corrupt (not JSON")],
+)
+def test_bad_launch_file_is_one_message(tmp_path: Path, content: str, message: str) -> None:
+    launch_file = tmp_path / "launch.json"
+    launch_file.write_text(content)
+    with pytest.raises(LaunchFileError, match=re.escape(message)):
+        read_launch_file(launch_file)
+
+
+def test_every_recorded_server_fact_is_compared() -> None:
+    info = {"get_server_info": {**server_args(SHAPES["tp8"]), "attention_backend": "fa3", "port": 30000}}
+    other = {"get_server_info": {**server_args(SHAPES["tp8"]), "attention_backend": "trtllm_mla", "port": 30001}}
+    assert deployment_differences(deployment_identity(info, None), deployment_identity(info, None)) == []
+    (reason,) = deployment_differences(deployment_identity(info, None), deployment_identity(other, None))
+    # The port says where a server listens, not what it computes.
+    assert "attention_backend" in reason and "port" not in reason
+    assert "nothing recorded about the candidate" in deployment_differences(deployment_identity(info, None), None)[0]
+
+
+def test_launch_file_secrets_are_redacted(tmp_path: Path) -> None:
+    launch_file = tmp_path / "launch.json"
+    launch_file.write_text('{"args": "--tp 8 --api-key sk-abc", "env": {"HF_TOKEN": "hf_x", "OTHER": "uses sk-abc"}}')
+    launch = read_launch_file(launch_file, ("sk-abc",))
+    assert launch["args"]["api_key"] == "<redacted>" and launch["env"]["HF_TOKEN"] == "<redacted>"
+    assert "sk-abc" not in str(launch)

@@ -44,10 +44,6 @@ NO_SPECULATION = "none"
 UNIFIED = "null"  # SGLang's disaggregation_mode when prefill and decode share a server
 NO_A2A = "none"
 
-# Both suites must have run on a candidate of another shape: the layout and kernel
-# regressions on record show in long outputs (DeepSWE, 34K-token prompts) while math stays fine.
-REQUIRED_SUITES: tuple[str, ...] = ("coding", "math")
-
 # ShapeSettings field -> the SGLang ServerArgs field that reports it.
 SERVER_ARG_NAMES: Mapping[str, str] = MappingProxyType(
     {
@@ -65,8 +61,9 @@ SERVER_ARG_NAMES: Mapping[str, str] = MappingProxyType(
         "disaggregation_mode": "disaggregation_mode",
     }
 )
-_WIDTH_FIELDS = ("tp", "ep", "dp", "pp", "dcp", "dp_attention")
+WIDTH_FIELDS = ("tp", "ep", "dp", "pp", "dcp", "dp_attention")
 _INT_FIELDS = ("tp", "ep", "dp", "pp", "dcp")
+ATTN_DP_SIZE = "attn_dp_size"
 # Where the plugin and SGLang versions put the arguments (see endpoint.fetch_server_info).
 _WRAPPER_KEYS = ("get_server_info", "server_info")
 _NESTED_ARGS_KEY = "server_args"
@@ -103,14 +100,6 @@ class Shape:
     source: str
 
 
-@dataclass(frozen=True)
-class ShapePolicy:
-    """What the gate needs to know about a candidate's shape against the baseline's."""
-
-    differs: list[str]  # material differences; empty when the shapes are the same
-    required_suites: tuple[str, ...]  # REQUIRED_SUITES when they differ, else ()
-
-
 _PLAIN = ShapeSettings(
     tp=8,
     ep=1,
@@ -126,6 +115,9 @@ _PLAIN = ShapeSettings(
     disaggregation_mode=UNIFIED,
 )
 _COOKBOOK = "SGLang Kimi-K3 cookbook"
+# A later version of the cookbook's command panel (sgl-project/sglang commit 0722c4c,
+# `docs_new/src/snippets/configs/moonshotai/kimi-k3.jsx`): H200, B300 and GB300 cells.
+_COOKBOOK_PANEL = "SGLang Kimi-K3 cookbook command panel (sglang 0722c4c)"
 _B300 = "B300 1×8"
 
 
@@ -223,6 +215,39 @@ def _registry() -> dict[str, Shape]:
             replace(_PLAIN, tp=32, ep=32, moe_runner_backend="marlin"),
             f"{_COOKBOOK}, Deployment: H200 4×8 Unified High-Throughput",
         ),
+        Shape(
+            "tp16-ep16-dspark",
+            "H200 TP16/EP16 Low-Latency (Marlin + FlashMLA) + DSPARK speculative decoding",
+            "H200 2×8",
+            16,
+            replace(_PLAIN, tp=16, ep=16, moe_runner_backend="marlin", speculative_algorithm="DSPARK"),
+            f"{_COOKBOOK_PANEL}, H200 multi-2 low-latency (unverified cell)",
+        ),
+        Shape(
+            "gb300-tp8",
+            "GB300 TP8 over MNNVL, Balanced (Marlin)",
+            "GB300 2×4",
+            8,
+            replace(_PLAIN, moe_runner_backend="marlin"),
+            f"{_COOKBOOK_PANEL}, GB300 multi-2 balanced",
+        ),
+        Shape(
+            "gb300-tp8-dspark",
+            "GB300 TP8 over MNNVL, Low-Latency (Marlin) + DSPARK speculative decoding",
+            "GB300 2×4",
+            8,
+            replace(_PLAIN, moe_runner_backend="marlin", speculative_algorithm="DSPARK"),
+            f"{_COOKBOOK_PANEL}, GB300 multi-2 low-latency (unverified cell)",
+        ),
+        Shape(
+            "gb300-ep8-megamoe",
+            "GB300 EP8 + MegaMoE + SP-MoE, High-Throughput",
+            "GB300 2×4",
+            8,
+            replace(_PLAIN, ep=8, moe_a2a_backend="megamoe"),
+            f"{_COOKBOOK_PANEL}, GB300 multi-2 high-throughput (its environment sets the MegaMoE "
+            "tokens-per-rank cap: record it with --k3-server-args)",
+        ),
         *_large_scale_shapes(),
         Shape(
             "prefill-tp8",
@@ -302,7 +327,7 @@ def _server_args_mapping(info: Mapping[str, Any]) -> Mapping[str, Any] | None:
         if isinstance(nested, Mapping):
             candidates.append(nested)
     for candidate in candidates:
-        if any(arg in candidate for arg in SERVER_ARG_NAMES.values()):
+        if any(arg in candidate for arg in (*SERVER_ARG_NAMES.values(), ATTN_DP_SIZE)):
             return candidate
     return None
 
@@ -373,6 +398,16 @@ def settings_from_server_info(info: Mapping[str, Any] | None) -> ShapeSettings |
     values: dict[str, Any] = {name: _as_width(read(name)) for name in _INT_FIELDS if has(name)}
     if has("dp_attention"):
         values["dp_attention"] = _as_flag(read("dp_attention"))
+    if ATTN_DP_SIZE in args:
+        # Newer SGLang (PR 41818): `--attn-dp-size N` replaces `--dp-size N --enable-dp-attention`.
+        width = _as_width(args[ATTN_DP_SIZE])
+        if width is None:
+            values["dp"], values["dp_attention"] = None, None
+        elif width > 1:
+            values["dp"], values["dp_attention"] = width, True
+        elif not values.get("dp_attention"):
+            values.setdefault("dp", 1)
+            values["dp_attention"] = False
     if has("moe_a2a_backend"):
         values["moe_a2a_backend"] = _as_name(read("moe_a2a_backend"), NO_A2A)
     if has("moe_runner_backend"):
@@ -404,7 +439,7 @@ def run_shape_settings(label: str | None, server_info: Mapping[str, Any] | None)
     return None, "unknown"
 
 
-def _width(settings: ShapeSettings) -> str:
+def width_of(settings: ShapeSettings) -> str:
     parts = [f"tp{settings.tp}"]
     parts += [f"{name}{getattr(settings, name)}" for name in ("ep", "dp", "pp", "dcp") if getattr(settings, name) != 1]
     text = "/".join(parts)
@@ -436,53 +471,6 @@ def describe(settings: ShapeSettings) -> str:
     return " ".join(parts)
 
 
-# Each group is one reason: its label, its fields, and how to show its value.
-_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("width", _WIDTH_FIELDS),
-    ("MoE backend", ("moe_a2a_backend",)),
-    ("MoE runner", ("moe_runner_backend",)),
-    ("KV cache dtype", ("kv_cache_dtype",)),
-    ("state dtype", ("state_dtype",)),
-    ("speculative decoding", ("speculative_algorithm",)),
-    # Not in the issue's list, but a prefill or decode role moves the KV and the KDA state
-    # between servers: one more place for silent corruption, so it counts too.
-    ("disaggregation role", ("disaggregation_mode",)),
-)
-
-
-def _group_value(settings: ShapeSettings, group: str, names: tuple[str, ...]) -> str:
-    if group == "width":
-        return _width(settings)
-    return str(getattr(settings, names[0]))
-
-
-def material_differences(baseline: ShapeSettings | None, candidate: ShapeSettings | None) -> list[str]:
-    """Why the candidate's shape differs from the baseline's, one reason per kind of
-    difference. A setting unknown on either side counts as a difference (conservative)."""
-    missing = [side for side, settings in (("baseline", baseline), ("candidate", candidate)) if settings is None]
-    if missing:
-        sides = " and the ".join(missing)
-        return [
-            f"shape: could not be determined for the {sides} (no server arguments, no registry --k3-shape): treated as different"
-        ]
-    assert baseline is not None and candidate is not None
-    reasons: list[str] = []
-    for group, names in _GROUPS:
-        unknown = [
-            f"{side} reports no {SERVER_ARG_NAMES[name]}"
-            for side, settings in (("baseline", baseline), ("candidate", candidate))
-            for name in names
-            if getattr(settings, name) is None
-        ]
-        if unknown:
-            reasons.append(f"{group}: could not be determined ({', '.join(unknown)}): treated as different")
-            continue
-        before, after = _group_value(baseline, group, names), _group_value(candidate, group, names)
-        if before != after:
-            reasons.append(f"{group}: {before} → {after}")
-    return reasons
-
-
 def contradictions(label: str | None, derived: ShapeSettings | None) -> list[str]:
     """When --k3-shape names a registry shape and the server's own arguments say otherwise:
     one line per contradicting setting. Settings the server does not report contradict nothing."""
@@ -497,8 +485,3 @@ def contradictions(label: str | None, derived: ShapeSettings | None) -> list[str
                 f"--k3-shape {label} means {arg}={expected} ({shape.title}), but the server reports {arg}={reported}"
             )
     return lines
-
-
-def policy(baseline: ShapeSettings | None, candidate: ShapeSettings | None) -> ShapePolicy:
-    differs = material_differences(baseline, candidate)
-    return ShapePolicy(differs=differs, required_suites=REQUIRED_SUITES if differs else ())

@@ -1,15 +1,26 @@
 """The gate: may the candidate deployment ship, judged against a stored baseline run?
 
-Four kinds of evidence, each with its own verdict (see statistics.py for the statistics):
+Four kinds of evidence, each with its own verdict (see statistics.py for the tests):
 
 - accuracy, per accuracy suite, paired by item with a margin;
 - looping and truncation rates, per accuracy suite, one-sided Fisher exact tests with a floor;
 - conformance: a check that passed on every item of the baseline and fails on the candidate;
-- the deployment shape: a candidate whose shape differs materially from the baseline's
-  (width, MoE backend or runner, KV or state dtype, speculative decoding, disaggregation) is
-  gated only when the long-output coding and the math suites both ran on it. The published
-  regression this rule exists for (EP32 with a fused MoE kernel: coding 68% → 42%, half the
-  outputs looping) left a math check looking fine.
+- the deployment shape (gate/policy.py): a candidate whose deployment differs from the
+  baseline's in anything recorded, or cannot be told apart from it, is gated only when the
+  long-output coding and the math suites ran on both runs. The published regression this
+  rule exists for (EP32 with a fused MoE kernel: coding 68% → 42%, half the outputs
+  looping) left a math check looking fine.
+
+It fails closed: missing evidence is INCOMPLETE, never PASS. A suite the baseline scored
+and the candidate did not, a required suite missing from either run, a candidate that
+scored fewer of the baseline's items than --k3-min-coverage (absent, unscored and
+zero-sample items all count as missing; a wrong, truncated or unanswered item is scored, as
+a loss), an unfinished candidate run: each is INCOMPLETE.
+
+The FAIL side of every statistical test of one gate (accuracy and both rates of every
+suite) is Holm-adjusted, so a healthy candidate fails the whole gate at most alpha of the
+time; the PASS side needs every comparison to pass, which holds alpha without adjustment
+(an intersection-union test).
 
 The overall verdict is the worst of them, in this order: FAIL (a regression is shown),
 INCOMPLETE (the evidence the policy asks for is missing, or requests failed), INCONCLUSIVE
@@ -20,9 +31,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
-from k3conformance.endpoint.shapes import contradictions, describe, policy, run_shape_settings
+from k3conformance.endpoint.launch import merged_server_args
+from k3conformance.endpoint.shapes import contradictions, describe, run_shape_settings
+from k3conformance.gate.policy import deployment_differences, deployment_identity, policy
 from k3conformance.gate.statistics import (
     FAIL,
     INCONCLUSIVE,
@@ -31,7 +44,9 @@ from k3conformance.gate.statistics import (
     ScoreComparison,
     compare_rates,
     compare_scores,
+    holm,
 )
+from k3conformance.options import GATE_OPTIONS, option
 from k3conformance.runs.records import STATUS_COMPLETE
 from k3conformance.runs.stored import StoredRun
 
@@ -42,18 +57,36 @@ _SEVERITY: Mapping[str, int] = {PASS: 0, INCONCLUSIVE: 1, INCOMPLETE: 2, FAIL: 3
 RATE_EVENTS: Mapping[str, str] = {"looping": "looping", "truncation": "truncated"}
 
 
+def _default(name: str) -> Any:
+    return option(name).default
+
+
 @dataclass(frozen=True)
 class GateSettings:
-    alpha: float = 0.05
-    # Shares of accuracy (0.03 is 3 points).
-    default_margin: float = 0.03
-    margins: Mapping[str, float] = field(default_factory=dict)
-    repetition_floor: float = 0.02
-    truncation_floor: float = 0.05
-    mode: str = "warn"
+    """The gate's options, named and defaulted as in the option table (options.GATE_OPTIONS):
+    margins in points, as the user writes them."""
+
+    gate: str = _default("gate")
+    alpha: float = _default("alpha")
+    margin: float = _default("margin")
+    margins: tuple[tuple[str, float], ...] = _default("margins")
+    repetition_floor: float = _default("repetition_floor")
+    truncation_floor: float = _default("truncation_floor")
+    min_coverage: float = _default("min_coverage")
+
+    @classmethod
+    def from_options(cls, options: object) -> GateSettings:
+        """From anything that carries the gate options by name: the plugin's Settings or the
+        parsed arguments of `k3conformance compare`."""
+        return cls(**{name: getattr(options, name) for name in GATE_OPTIONS})
+
+    @property
+    def mode(self) -> str:
+        return self.gate
 
     def margin_of(self, suite: str) -> float:
-        return self.margins.get(suite, self.default_margin)
+        """The suite's margin as a share of accuracy (3 points is 0.03)."""
+        return dict(self.margins).get(suite, self.margin) / 100
 
     def floor_of(self, rate: str) -> float:
         return self.repetition_floor if rate == "looping" else self.truncation_floor
@@ -76,8 +109,25 @@ class ShapeFinding:
     differences: list[str]
     required_suites: tuple[str, ...]
     missing_suites: tuple[str, ...]
+    # Required suites the baseline itself did not score.
+    missing_in_baseline: tuple[str, ...]
     # --k3-shape labels the server's own arguments contradict.
     contradictions: list[str]
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How many of the baseline's scored items the candidate scored too, per suite."""
+
+    baseline_items: int
+    compared: int
+    # Baseline items the candidate has no entry for, or an entry with no sample.
+    absent: int
+    unscored: int
+
+    @property
+    def share(self) -> float:
+        return self.compared / self.baseline_items if self.baseline_items else 0.0
 
 
 @dataclass
@@ -87,12 +137,15 @@ class GateResult:
     settings: GateSettings
     accuracy: dict[str, ScoreComparison] = field(default_factory=dict)
     rates: dict[str, dict[str, RateComparison]] = field(default_factory=dict)
+    coverage: dict[str, Coverage] = field(default_factory=dict)
     regressions: list[CheckRegression] = field(default_factory=list)
     shape: ShapeFinding | None = None
     notes: list[str] = field(default_factory=list)
     # Why the verdict is what it is, worst first.
     reasons: list[str] = field(default_factory=list)
     verdict: GateVerdict = PASS
+    # Where the baseline came from and why it was taken.
+    baseline_origin: str = ""
 
     def fails(self) -> bool:
         """Whether the session (or `compare`) must exit non-zero."""
@@ -106,6 +159,7 @@ class GateResult:
             "fails": self.fails(),
             "mode": self.settings.mode,
             "baseline": self.baseline,
+            "baseline_origin": self.baseline_origin,
             "candidate": self.candidate,
             "alpha": self.settings.alpha,
             "reasons": self.reasons,
@@ -113,60 +167,57 @@ class GateResult:
             "rates": {
                 suite: {name: rate.to_dict() for name, rate in rates.items()} for suite, rates in self.rates.items()
             },
+            "coverage": {suite: {**vars(entry), "share": entry.share} for suite, entry in self.coverage.items()},
             "regressions": [vars(regression) for regression in self.regressions],
             "shape": vars(self.shape) if self.shape else None,
             "notes": self.notes,
         }
 
 
-class GateOptions(Protocol):
-    """The gate's options as the pytest plugin (Settings) and `k3conformance compare` (its
-    parsed arguments) both carry them; margins in points."""
-
-    @property
-    def alpha(self) -> float: ...
-    @property
-    def margin(self) -> float: ...
-    @property
-    def margins(self) -> tuple[tuple[str, float], ...]: ...
-    @property
-    def repetition_floor(self) -> float: ...
-    @property
-    def truncation_floor(self) -> float: ...
-    @property
-    def gate(self) -> str: ...
-
-
-def settings_for(options: GateOptions) -> GateSettings:
-    return GateSettings(
-        alpha=options.alpha,
-        default_margin=options.margin / 100,
-        margins={suite: points / 100 for suite, points in options.margins},
-        repetition_floor=options.repetition_floor,
-        truncation_floor=options.truncation_floor,
-        mode=options.gate,
-    )
+Finding = tuple[str, str]
 
 
 def gate(baseline: StoredRun, candidate: StoredRun, settings: GateSettings) -> GateResult:
-    result = GateResult(baseline=baseline.label, candidate=candidate.label, settings=settings)
-    findings: list[tuple[str, str]] = []
-    suites = sorted(baseline.scored_suites() | candidate.scored_suites())
-    for suite in suites:
-        _compare_suite(baseline, candidate, suite, settings, result, findings)
+    result = GateResult(
+        baseline=baseline.label, candidate=candidate.label, settings=settings, baseline_origin=baseline.origin
+    )
+    findings: list[Finding] = []
+    base_suites, cand_suites = baseline.scored_suites(), candidate.scored_suites()
+    for suite in sorted(base_suites | cand_suites):
+        if suite not in base_suites:
+            result.notes.append(f"{suite}: not in the baseline; not compared")
+        elif suite not in cand_suites:
+            findings.append(
+                (INCOMPLETE, f"{suite}: scored on the baseline but not on the candidate: run the {suite} suite")
+            )
+        else:
+            _compare_suite(baseline, candidate, suite, settings, result, findings)
+    _adjust_for_the_family(result)
+    findings += _statistical_findings(result)
     result.regressions = _check_regressions(baseline, candidate)
     for regression in result.regressions:
         findings.append(
             (FAIL, f"{regression.suite}/{regression.check} passes on the baseline and fails on the candidate")
         )
     result.shape = _shape_finding(baseline, candidate)
+    for suite in result.shape.missing_in_baseline:
+        findings.append(
+            (
+                INCOMPLETE,
+                f"the deployment differs from the baseline's, and the baseline has no {suite} suite: store a "
+                f"baseline that ran it (--k3-save-baseline)",
+            )
+        )
     for suite in result.shape.missing_suites:
         findings.append(
-            (INCOMPLETE, f"the shape differs from the baseline's, and the {suite} suite did not run on the candidate")
+            (
+                INCOMPLETE,
+                f"the deployment differs from the baseline's, and the {suite} suite did not run on the candidate",
+            )
         )
-    if candidate.summary.get("status") not in (STATUS_COMPLETE, None):
+    if candidate.summary["status"] != STATUS_COMPLETE:
         findings.append(
-            (INCOMPLETE, f"the candidate run is {candidate.summary.get('status')}: rerun with --k3-resume to finish it")
+            (INCOMPLETE, f"the candidate run is {candidate.summary['status']}: rerun with --k3-resume to finish it")
         )
     if not result.accuracy and not _conformance_suites(baseline, candidate):
         findings.append((INCOMPLETE, "the runs share no suite: nothing was compared"))
@@ -187,17 +238,39 @@ def _compare_suite(
     suite: str,
     settings: GateSettings,
     result: GateResult,
-    findings: list[tuple[str, str]],
+    findings: list[Finding],
 ) -> None:
-    if suite not in baseline.scored_suites():
-        result.notes.append(f"{suite}: not in the baseline; not compared")
-        return
-    if suite not in candidate.scored_suites():
-        result.notes.append(f"{suite}: in the baseline but not run on the candidate; not compared")
-        return
+    before, after = baseline.item_totals(suite), candidate.item_totals(suite)
+    scored = {item for item, totals in before.items() if totals.samples}
+    compared = {item for item in scored if item in after and after[item].samples}
+    coverage = Coverage(
+        baseline_items=len(scored),
+        compared=len(compared),
+        absent=sum(1 for item in scored if item not in after),
+        unscored=sum(1 for item in scored if item in after and not after[item].samples),
+    )
+    result.coverage[suite] = coverage
+    missing = coverage.absent + coverage.unscored
+    if missing and coverage.share < settings.min_coverage:
+        findings.append(
+            (
+                INCOMPLETE,
+                f"{suite}: the candidate scored {coverage.compared} of the baseline's {coverage.baseline_items} items "
+                f"({coverage.absent} absent, {coverage.unscored} with no sample), under the "
+                f"{settings.min_coverage:.0%} required (--k3-min-coverage): run them, or resume the run",
+            )
+        )
+    elif missing:
+        result.notes.append(
+            f"{suite}: {missing} of the baseline's {coverage.baseline_items} items not scored on the candidate "
+            f"({coverage.absent} absent, {coverage.unscored} with no sample), within --k3-min-coverage"
+        )
+    extra = sum(1 for item, totals in after.items() if totals.samples and item not in scored)
+    if extra:
+        result.notes.append(f"{suite}: {extra} candidate items not scored on the baseline; not compared")
     comparison = compare_scores(
-        baseline.item_totals(suite),
-        candidate.item_totals(suite),
+        {item: before[item] for item in compared},
+        {item: after[item] for item in compared},
         margin=settings.margin_of(suite),
         alpha=settings.alpha,
     )
@@ -205,32 +278,46 @@ def _compare_suite(
         findings.append((INCOMPLETE, f"{suite}: the runs share no scored item"))
         return
     result.accuracy[suite] = comparison
-    finding = _accuracy_finding(suite, comparison)
-    if finding is not None:
-        findings.append(finding)
-    if comparison.baseline_only or comparison.candidate_only:
-        result.notes.append(
-            f"{suite}: compared on the {comparison.items} items both runs scored ({comparison.baseline_only} only in "
-            f"the baseline, {comparison.candidate_only} only in the candidate)"
-        )
     for name, event in RATE_EVENTS.items():
-        before, after = baseline.event_count(suite, event), candidate.event_count(suite, event)
-        if before is None or after is None:
-            missing_in = "the baseline" if before is None else "the candidate"
-            result.notes.append(f"{suite}: {name} was not recorded in {missing_in}; not compared")
-            continue
-        rate = compare_rates(name, before, after, floor=settings.floor_of(name), alpha=settings.alpha)
+        rate = compare_rates(
+            name,
+            baseline.event_count(suite, event, compared),
+            candidate.event_count(suite, event, compared),
+            floor=settings.floor_of(name),
+            alpha=settings.alpha,
+            margin=settings.margin_of(suite),
+        )
         result.rates.setdefault(suite, {})[name] = rate
-        finding = _rate_finding(suite, rate)
-        if finding is not None:
-            findings.append(finding)
 
 
-def _accuracy_finding(suite: str, comparison: ScoreComparison) -> tuple[str, str] | None:
+def _adjust_for_the_family(result: GateResult) -> None:
+    """Holm over the FAIL side of every statistical test of this gate."""
+    keys: list[tuple[str, str | None]] = [(suite, None) for suite in result.accuracy]
+    keys += [(suite, name) for suite, rates in result.rates.items() for name in rates]
+    p_values = [
+        result.accuracy[suite].p_value if name is None else result.rates[suite][name].p_value for suite, name in keys
+    ]
+    for (suite, name), adjusted in zip(keys, holm(p_values), strict=True):
+        if name is None:
+            result.accuracy[suite] = result.accuracy[suite].adjusted(adjusted)
+        else:
+            result.rates[suite][name] = result.rates[suite][name].adjusted(adjusted)
+
+
+def _statistical_findings(result: GateResult) -> list[Finding]:
+    findings = [_accuracy_finding(suite, comparison) for suite, comparison in sorted(result.accuracy.items())]
+    findings += [_rate_finding(suite, rate) for suite, rates in sorted(result.rates.items()) for rate in rates.values()]
+    return [finding for finding in findings if finding is not None]
+
+
+def _accuracy_finding(suite: str, comparison: ScoreComparison) -> Finding | None:
     change = _points(comparison.difference)
     if comparison.verdict == FAIL:
         margin = _points(comparison.margin, sign=False)
-        return FAIL, f"{suite}: accuracy {change} beyond the {margin} margin (p = {comparison.p_value:.2g})"
+        return FAIL, (
+            f"{suite}: accuracy {change} beyond the {margin} margin (p = {comparison.p_value:.2g}, "
+            f"Holm-adjusted {comparison.adjusted_p_value:.2g})"
+        )
     if comparison.verdict == INCONCLUSIVE:
         interval = f"[{_points(comparison.lower)}, {_points(comparison.upper)}]"
         detectable = _points(comparison.min_detectable_drop, sign=False)
@@ -241,14 +328,16 @@ def _accuracy_finding(suite: str, comparison: ScoreComparison) -> tuple[str, str
     return None
 
 
-def _rate_finding(suite: str, rate: RateComparison) -> tuple[str, str] | None:
+def _rate_finding(suite: str, rate: RateComparison) -> Finding | None:
     change = f"{suite}: {rate.name} rate {rate.baseline_rate:.1%} → {rate.candidate_rate:.1%}"
     if rate.verdict == FAIL:
-        return FAIL, f"{change} (p = {rate.p_value:.2g})"
+        return FAIL, f"{change} (p = {rate.p_value:.2g}, Holm-adjusted {rate.adjusted_p_value:.2g})"
     if rate.verdict == INCONCLUSIVE:
         return (
             INCONCLUSIVE,
-            f"{change}, above the {rate.floor:.0%} floor but not significantly higher (p = {rate.p_value:.2g})",
+            f"{change}, above the {rate.floor:.0%} floor and not shown to be higher (adjusted p = "
+            f"{rate.adjusted_p_value:.2g}), and up to {rate.upper:.1%} cannot be ruled out "
+            f"(floor + margin {rate.floor + rate.margin:.0%})",
         )
     return None
 
@@ -264,8 +353,8 @@ def _conformance_suites(baseline: StoredRun, candidate: StoredRun) -> set[str]:
 def _check_regressions(baseline: StoredRun, candidate: StoredRun) -> list[CheckRegression]:
     regressions = []
     for suite in sorted(_conformance_suites(baseline, candidate)):
-        before: Mapping[str, Mapping[str, Any]] = baseline.suites[suite]["checks"]
-        after: Mapping[str, Mapping[str, Any]] = candidate.suites[suite]["checks"]
+        before = baseline.suites[suite]["checks"]
+        after = candidate.suites[suite]["checks"]
         for check in sorted(before.keys() & after.keys()):
             was, now = before[check], after[check]
             if was.get("passed", 0) and not was.get("failed", 0) and now.get("failed", 0):
@@ -286,26 +375,32 @@ def _check_regressions(baseline: StoredRun, candidate: StoredRun) -> list[CheckR
 def _shape_finding(baseline: StoredRun, candidate: StoredRun) -> ShapeFinding:
     sides = []
     for run in (baseline, candidate):
-        settings, source = run_shape_settings(run.summary.get("shape"), run.summary.get("server_info"))
+        settings, source = run_shape_settings(run.summary["shape"], _server_facts(run))
         shown = (
-            f"{run.summary.get('shape', '?')}: {describe(settings)} (from {source})"
+            f"{run.summary['shape']}: {describe(settings)} (from {source})"
             if settings
-            else (f"{run.summary.get('shape', '?')}: settings unknown")
+            else f"{run.summary['shape']}: settings unknown"
         )
-        sides.append((settings, shown))
-    (base_settings, base_shown), (cand_settings, cand_shown) = sides
-    decision = policy(base_settings, cand_settings)
-    ran = candidate.scored_suites()
-    missing = tuple(suite for suite in decision.required_suites if suite not in ran)
-    derived, _ = run_shape_settings(None, candidate.summary.get("server_info"))
+        identity = deployment_identity(run.summary.get("server_info"), run.summary.get("launch"))
+        sides.append((settings, shown, identity))
+    (base_settings, base_shown, base_identity), (cand_settings, cand_shown, cand_identity) = sides
+    decision = policy(base_settings, cand_settings, deployment_differences(base_identity, cand_identity))
+    missing = tuple(suite for suite in decision.required_suites if suite not in candidate.scored_suites())
+    missing_in_baseline = tuple(suite for suite in decision.required_suites if suite not in baseline.scored_suites())
+    derived, _ = run_shape_settings(None, _server_facts(candidate))
     return ShapeFinding(
         baseline=base_shown,
         candidate=cand_shown,
         differences=decision.differs,
         required_suites=decision.required_suites,
         missing_suites=missing,
-        contradictions=contradictions(candidate.summary.get("shape"), derived),
+        missing_in_baseline=missing_in_baseline,
+        contradictions=contradictions(candidate.summary["shape"], derived),
     )
+
+
+def _server_facts(run: StoredRun) -> Mapping[str, Any] | None:
+    return merged_server_args(run.summary.get("server_info"), run.summary.get("launch"))
 
 
 def _points(share: float, *, sign: bool = True) -> str:

@@ -24,6 +24,7 @@ from k3conformance.probes.counters import RequestCounters
 from k3conformance.probes.probe import Outcome, Probe, ProbeResult, SampleResult
 from k3conformance.probes.request_body import build_body, fingerprint
 from k3conformance.runs.records import RecordWriter, ResumeIndex, utc_now
+from k3conformance.runs.schema import ResponseRecord
 
 T = TypeVar("T")
 ProbeKey = tuple[str, str]
@@ -196,7 +197,7 @@ class Runner:
         outcome, attempts = await self._client.chat(body)
         self.stats.sent += 1
         self.stats.attempts += attempts
-        record: dict[str, Any] = {
+        record: ResponseRecord = {
             "kind": "response",
             "suite": probe.suite,
             "item": probe.item,
@@ -208,12 +209,13 @@ class Runner:
             "finished_at": utc_now(),
         }
         if isinstance(outcome, Completion):
-            record.update(status="ok", response=outcome.to_record())
+            record["status"], record["response"] = "ok", outcome.to_record()
         else:
             infra = outcome.error_class is ErrorClass.INFRA
             self.stats.infra_errors += infra
             self.stats.api_errors += not infra
-            record.update(status="infra_error" if infra else "api_error", error=outcome.to_record())
+            record["status"] = "infra_error" if infra else "api_error"
+            record["error"] = outcome.to_record()
         self._writer.write(record)
         return outcome
 

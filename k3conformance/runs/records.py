@@ -12,18 +12,20 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from k3conformance.runs.schema import RunStatus
+
 SUMMARY_FILE = "summary.json"
 RECORDS_GLOB = "records-*.jsonl"
-STATUS_RUNNING = "running"
-STATUS_COMPLETE = "complete"
-STATUS_INCOMPLETE = "incomplete"
-STATUS_INTERRUPTED = "interrupted"
+STATUS_RUNNING: RunStatus = "running"
+STATUS_COMPLETE: RunStatus = "complete"
+STATUS_INCOMPLETE: RunStatus = "incomplete"
+STATUS_INTERRUPTED: RunStatus = "interrupted"
 
 RecordKey = tuple[str, str, int, str]
 
@@ -54,6 +56,20 @@ def write_json_atomic(path: Path, data: Any) -> None:
         # Interrupted half-way (Ctrl-C, SIGTERM): the old file stands, and no half-written copy is left.
         temporary.unlink(missing_ok=True)
         raise
+
+
+class UnreadableJson(ValueError):
+    """A JSON file that cannot be read or parsed; the message names it."""
+
+
+def read_json(path: Path, what: str) -> Any:
+    """The parsed content of `path`, described as `what` in the one message of UnreadableJson."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise UnreadableJson(f"cannot read {what} {path}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise UnreadableJson(f"{what} {path} is corrupt (not JSON: {error})") from None
 
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
@@ -124,7 +140,7 @@ class RecordWriter:
             # The last run died mid-line: start ours on a line of its own.
             self._handle.write("\n")
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: Mapping[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
         with self._lock:
             self._handle.write(line)

@@ -1,21 +1,30 @@
 """Finding and loading a stored run to gate against (or, for `k3conformance compare`, to gate).
 
-A run is named by a shape (`tp8`: the newest *complete* run under `results/tp8/`), by a run
-folder, or by its `summary.json`. Whatever is wrong with it (missing, corrupt, incomplete,
-written by a version without per-item scores) is one `BaselineError` with the message to
-show, raised before anything is sent to the endpoint.
+A run is named by a shape (`tp8`: the newest complete run under `results/tp8/` that was
+stored on purpose as a baseline, with `--k3-save-baseline`), by a run folder, or by its
+`summary.json`. A quick `-k` run or a conformance-only run of the same shape is never taken
+by accident. Whatever is wrong with it (missing, corrupt, incomplete, not fitting the
+schema of `runs/schema.py`) is one `BaselineError` with the message to show, raised before
+anything is sent to the endpoint.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from k3conformance.gate.statistics import ItemTotals
-from k3conformance.runs.records import STATUS_COMPLETE, SUMMARY_FILE, newest_run
+from k3conformance.runs.records import (
+    STATUS_COMPLETE,
+    SUMMARY_FILE,
+    UnreadableJson,
+    newest_run,
+    read_json,
+    read_summary,
+)
+from k3conformance.runs.schema import RunSummary, SchemaError, validate_summary
 
 
 class BaselineError(Exception):
@@ -26,31 +35,31 @@ class BaselineError(Exception):
 class StoredRun:
     """A run's summary as the gate reads it."""
 
-    summary: Mapping[str, Any]
+    summary: RunSummary
     # Where it came from, for the report; None for the run in progress.
     path: Path | None
+    # Why this run was taken, for the header and the report.
+    origin: str = "the run in progress"
 
     @property
     def label(self) -> str:
-        return f"{self.summary.get('shape', '?')}/{self.summary.get('run_id', '?')}"
+        return f"{self.summary['shape']}/{self.summary['run_id']}"
 
     @property
     def suites(self) -> Mapping[str, Mapping[str, Any]]:
-        suites: Mapping[str, Mapping[str, Any]] = self.summary.get("suites") or {}
-        return suites
+        return self.summary["suites"]
 
     def item_totals(self, suite: str) -> dict[str, ItemTotals]:
-        scores: Mapping[str, Mapping[str, Any]] = self.suites.get(suite, {}).get("scores") or {}
-        return {item: ItemTotals(int(entry["samples"]), float(entry["correct"])) for item, entry in scores.items()}
+        """Every item the run scored, with zero-sample items too (the gate counts them as missing)."""
+        scores = self.suites[suite]["scores"] if suite in self.suites else {}
+        return {item: ItemTotals(entry["samples"], float(entry["correct"])) for item, entry in scores.items()}
 
-    def event_count(self, suite: str, event: str) -> tuple[int, int] | None:
-        """(items with the event in at least one sample, items); None when the run did not
-        record the event (a summary written before it was measured). Items, not samples:
-        the samples of one item are not independent, and Fisher's test needs units that are."""
-        scores: Mapping[str, Mapping[str, Any]] = self.suites.get(suite, {}).get("scores") or {}
-        if not scores or any(event not in entry for entry in scores.values()):
-            return None
-        return sum(int(entry[event]) > 0 for entry in scores.values()), len(scores)
+    def event_count(self, suite: str, event: str, items: set[str]) -> tuple[int, int]:
+        """(of `items`, those with the event in at least one sample; how many). Items, not
+        samples: the samples of one item are not independent, and Fisher's test needs units
+        that are. The schema guarantees every item records every event."""
+        scores = self.suites[suite]["scores"]
+        return sum(scores[item][event] > 0 for item in items), len(items)
 
     def scored_suites(self) -> set[str]:
         return {name for name, suite in self.suites.items() if suite.get("scores")}
@@ -58,7 +67,7 @@ class StoredRun:
     def dataset_sources(self) -> dict[str, dict[str, str]]:
         """Per suite, the datasets it drew items from and their content hashes."""
         sources: dict[str, dict[str, str]] = {}
-        for suite, entry in (self.summary.get("datasets") or {}).items():
+        for suite, entry in self.summary.get("datasets", {}).items():
             named = dict(entry.get("sources") or {})
             if not named and entry.get("dataset"):
                 named[entry["dataset"]] = entry.get("dataset_sha256", "")
@@ -66,16 +75,17 @@ class StoredRun:
         return sources
 
 
-def load_run(reference: str, results_dir: Path, *, require_complete: bool = True) -> StoredRun:
-    """The run `reference` names: a shape under `results_dir` (its newest complete run, or
-    its newest run of any status without `require_complete`), a run folder or a summary file."""
+def load_run(reference: str, results_dir: Path, *, baseline: bool = True) -> StoredRun:
+    """The run `reference` names: a shape under `results_dir`, a run folder or a summary file.
+    As a baseline it must be complete, and a shape means its newest complete run stored with
+    --k3-save-baseline; as a candidate, a shape means its newest run of any status."""
     path = Path(reference)
     if path.is_file():
-        return _load_summary(path, require_complete=require_complete)
+        return _load_summary(path, baseline=baseline, origin=f"named as {reference}")
     if path.is_dir() and (path / SUMMARY_FILE).is_file():
-        return _load_summary(path / SUMMARY_FILE, require_complete=require_complete)
+        return _load_summary(path / SUMMARY_FILE, baseline=baseline, origin=f"named as {reference}")
     if path.is_dir():
-        return _latest(path, require_complete)
+        return _latest(path, baseline)
     if "/" in reference or reference.endswith(".json"):
         raise BaselineError(f"no run at {reference}: expected a run folder, its {SUMMARY_FILE}, or a shape name")
     shape_dir = results_dir / reference
@@ -84,59 +94,46 @@ def load_run(reference: str, results_dir: Path, *, require_complete: bool = True
         known = f"stored shapes: {', '.join(stored)}" if stored else f"no runs are stored under {results_dir}"
         raise BaselineError(
             f"no stored runs of shape {reference!r} under {results_dir} ({known}). Store a baseline first: "
-            f"run the suites against that deployment with --k3-shape {reference}"
+            f"run the suites against that deployment with --k3-shape {reference} --k3-save-baseline"
         )
-    return _latest(shape_dir, require_complete)
+    return _latest(shape_dir, baseline)
 
 
-def _latest(shape_dir: Path, require_complete: bool) -> StoredRun:
+def _latest(shape_dir: Path, baseline: bool) -> StoredRun:
     def wanted(summary: dict[str, Any] | None) -> bool:
-        return summary is not None and (summary.get("status") == STATUS_COMPLETE or not require_complete)
+        if summary is None:
+            return False
+        return not baseline or (summary.get("status") == STATUS_COMPLETE and summary.get("baseline") is True)
 
     found = newest_run(shape_dir, wanted)
     if found is None:
-        runs = sum(1 for path in shape_dir.iterdir() if path.is_dir())
+        runs = [read_summary(path) for path in shape_dir.iterdir() if path.is_dir()]
+        complete = sum(1 for run in runs if run is not None and run.get("status") == STATUS_COMPLETE)
         raise BaselineError(
-            f"no complete run under {shape_dir} ({runs} unfinished or unreadable): a baseline must be a complete "
-            "run; finish one with --k3-resume or name a run folder"
+            f"no run under {shape_dir} was stored as a baseline ({len(runs)} runs, {complete} complete): "
+            "store one on purpose with --k3-save-baseline (a complete run of the accuracy suites), "
+            "or name a run folder"
         )
-    run_dir, summary = found
-    assert summary is not None
-    return _checked(summary, run_dir / SUMMARY_FILE)
+    run_dir, _ = found
+    origin = (
+        f"the newest complete run of {shape_dir.name} stored with --k3-save-baseline"
+        if baseline
+        else f"the newest run of {shape_dir.name}"
+    )
+    return _load_summary(run_dir / SUMMARY_FILE, baseline=baseline, origin=origin)
 
 
-def _load_summary(path: Path, *, require_complete: bool) -> StoredRun:
+def _load_summary(path: Path, *, baseline: bool, origin: str) -> StoredRun:
     try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise BaselineError(f"cannot read the run summary {path}: {error.strerror or error}") from None
-    except ValueError as error:
-        raise BaselineError(f"the run summary {path} is corrupt (not JSON: {error})") from None
-    if not isinstance(summary, dict):
-        raise BaselineError(f"the run summary {path} is corrupt (not a JSON object)")
-    if require_complete and summary.get("status") != STATUS_COMPLETE:
+        summary = validate_summary(read_json(path, "the run summary"), str(path))
+    except (UnreadableJson, SchemaError) as error:
+        raise BaselineError(str(error)) from None
+    if baseline and summary["status"] != STATUS_COMPLETE:
         raise BaselineError(
-            f"the run {path.parent} is {summary.get('status', 'of unknown status')}, not complete: gate against "
+            f"the run {path.parent} is {summary['status']}, not complete: gate against "
             "complete runs only (finish it with --k3-resume)"
         )
-    return _checked(summary, path)
-
-
-def _checked(summary: dict[str, Any], path: Path) -> StoredRun:
-    suites = summary.get("suites")
-    if not isinstance(suites, dict) or not suites:
-        raise BaselineError(f"the run summary {path} records no suites: nothing to compare with")
-    for name, suite in suites.items():
-        scores = suite.get("scores") if isinstance(suite, dict) else None
-        if scores is None or not isinstance(scores, dict):
-            raise BaselineError(
-                f"the run summary {path} has no per-item scores for suite {name!r}: it was "
-                "written by an older k3conformance; run the baseline again"
-            )
-        for item, entry in scores.items():
-            if not isinstance(entry, dict) or not {"samples", "correct"} <= entry.keys():
-                raise BaselineError(f"the run summary {path} is corrupt: suite {name!r} item {item!r} has no scores")
-    return StoredRun(summary, path)
+    return StoredRun(summary, path, origin)
 
 
 def check_same_datasets(baseline: StoredRun, candidate_sources: Mapping[str, Mapping[str, str]]) -> None:

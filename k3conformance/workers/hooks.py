@@ -39,7 +39,9 @@ class XdistHooks:
         self.state.stats.merge(report["stats"])
         for suite, entry in report["datasets"].items():
             merged = self.state.datasets.setdefault(suite, {"items": []})
-            merged.update({key: value for key, value in entry.items() if key not in ("items", "sources")})
+            for key in ("dataset", "dataset_sha256"):
+                if key in entry:
+                    merged[key] = entry[key]
             merged["items"] = sorted(set(merged["items"]) | set(entry["items"]))
             if "sources" in entry:
                 merged.setdefault("sources", {}).update(entry["sources"])
