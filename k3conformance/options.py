@@ -351,6 +351,27 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "Continue the latest incomplete run of this shape, re-sending only unfinished requests",
         flag_only=True,
     ),
+    OptionSpec("agent_turns", positive_int, 40, "Turn limit per agentic coding task (default: 40)"),
+    OptionSpec(
+        "agent_tokens",
+        positive_int,
+        262144,
+        "Output-token budget per agentic coding task, all turns together (default: 262144)",
+    ),
+    OptionSpec(
+        "agent_wall_time",
+        positive_float,
+        3600.0,
+        "Wall-time budget in seconds per agentic coding task (default: 3600)",
+    ),
+    OptionSpec(
+        "agent_unisolated",
+        boolean,
+        False,
+        "Let the agentic coding suite run the model's tool calls without filesystem isolation when bubblewrap "
+        "is unavailable (the rlimit fallback can write world-writable files outside the task copy)",
+        flag_only=True,
+    ),
 )
 
 
@@ -388,6 +409,10 @@ class Settings:
     repetition_floor: float
     truncation_floor: float
     resume: bool
+    agent_turns: int
+    agent_tokens: int
+    agent_wall_time: float
+    agent_unisolated: bool
 
 
 def add_options(parser: pytest.Parser) -> None:
