@@ -9,7 +9,7 @@ import pytest
 
 from k3conformance.endpoint.resolved import ResolvedEndpoint
 from k3conformance.options import Settings, add_options, check_separate_path_values, resolve_settings
-from k3conformance.outcomes import METRICS_KEY, SCORE_KEY, USER_PROPERTY, classify, probe_of, tally_report
+from k3conformance.outcomes import METRICS_KEY, SCORE_KEY, USER_PROPERTY, classify, probe_of, suite_of, tally_report
 from k3conformance.probes.probe import InfrastructureError, Probe, ProbeResult
 from k3conformance.runs.records import STATUS_COMPLETE, STATUS_RUNNING, utc_now
 from k3conformance.scoring.item_score import ItemScore
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 # A conftest that sets this marks its directory as k3conformance suites: the endpoint
 # is then resolved and checked before anything runs, and shown in the header.
 SUITES_MARKER = "K3CONFORMANCE_SUITES"
+# The suite whose tools run model-written code: the header says how it is isolated.
+AGENT_SUITE = "agentic_coding"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -134,6 +136,15 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if state.baseline is not None:
         lines.append(f"k3conformance: gating against the baseline {state.baseline.label} ({state.settings.gate} mode)")
     return lines
+
+
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+    """Which isolation the agent's tools get, when the agentic coding suite is collected."""
+    if not any(suite_of(item) == AGENT_SUITE for item in items):
+        return []
+    from k3conformance.agent.isolation import agent_isolation
+
+    return [f"k3conformance: {agent_isolation(_state(config).settings.agent_unisolated).describe()}"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

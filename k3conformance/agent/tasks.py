@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import itertools
 import json
 import re
 from collections.abc import Mapping
@@ -78,13 +79,24 @@ def load_tasks(directory: Path | None = None) -> TaskSet:
     if not root.is_dir():
         raise FileNotFoundError(f"agentic coding tasks not found: {root}")
     digest = hashlib.sha256()
-    tasks: list[AgentTask] = []
+    families: list[list[AgentTask]] = []
     for family_dir in sorted(path for path in root.iterdir() if (path / "family.json").is_file()):
         files = _read_tree(family_dir)
         for relative in sorted(files):
             digest.update(f"{family_dir.name}/{relative}\0{files[relative]}\0".encode())
-        tasks.extend(_family_tasks(family_dir.name, files))
-    return TaskSet(f"fixture:{TASKS_DIR}", digest.hexdigest(), tuple(tasks))
+        families.append(_mixed(_family_tasks(family_dir.name, files)))
+    # Round robin over families, each family's kinds mixed: the first N tasks (--k3-limit)
+    # cover every family and, from N = 10, every kind.
+    ordered = [task for group in itertools.zip_longest(*families) for task in group if task is not None]
+    return TaskSet(f"fixture:{TASKS_DIR}", digest.hexdigest(), tuple(ordered))
+
+
+def _mixed(tasks: list[AgentTask]) -> list[AgentTask]:
+    """Bug fixes alternating with the other kinds: bug, spec, bug, feature, bug, refactor, bugs…"""
+    bugs = [task for task in tasks if task.kind == "bugfix"]
+    others = sorted((task for task in tasks if task.kind != "bugfix"), key=lambda task: -task.difficulty)
+    mixed = [task for pair in itertools.zip_longest(bugs, others) for task in pair if task is not None]
+    return mixed
 
 
 def _read_tree(directory: Path) -> dict[str, str]:

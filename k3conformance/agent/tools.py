@@ -108,9 +108,9 @@ os.chdir(ROOT)
 sys.path.insert(0, ROOT)
 
 
-def emit(text):
+def emit(text, end="\n"):
     with open(OUTPUT, "a", encoding="utf-8") as handle:
-        handle.write(text + "\n")
+        handle.write(text + end)
 
 
 def inside(path):
@@ -143,7 +143,7 @@ if not os.path.isfile(path):
     emit("error: no such file: " + ARGUMENTS["path"])
     sys.exit(2)
 with open(path, encoding="utf-8", errors="replace") as handle:
-    emit(handle.read())
+    emit(handle.read(), end="")
 """,
     "write_file": r"""
 path = inside(ARGUMENTS["path"])
@@ -212,7 +212,7 @@ class Workspace:
 
 def tool_output(execution: ExecutionResult) -> str:
     """What the tool program wrote for the model (whole, unlike the excerpts of stdout)."""
-    return (execution.files or {}).get(OUTPUT_FILE, "").rstrip("\n")
+    return (execution.files or {}).get(OUTPUT_FILE, "")
 
 
 def _result_text(name: str, execution: ExecutionResult) -> str:
@@ -221,7 +221,8 @@ def _result_text(name: str, execution: ExecutionResult) -> str:
         status = "tests passed" if execution.passed else f"tests failed ({execution.reason})"
         text = f"{status}\n{output}"
     elif execution.passed:
-        text = output
+        # A file comes back exactly as it is; a message loses its final newline.
+        text = output if name == "read_file" else output.removesuffix("\n")
     else:
-        text = output if output.startswith("error:") else f"error: {execution.reason}\n{output}"
+        text = output.removesuffix("\n") if output.startswith("error:") else f"error: {execution.reason}\n{output}"
     return text if len(text) <= RESULT_CHARS else text[:RESULT_CHARS] + "\n[… cut: the result is longer]"

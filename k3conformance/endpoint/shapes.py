@@ -46,7 +46,7 @@ NO_A2A = "none"
 
 # Both suites must have run on a candidate of another shape: the layout and kernel
 # regressions on record show in long outputs (DeepSWE, 34K-token prompts) while math stays fine.
-REQUIRED_SUITES: tuple[str, ...] = ("coding", "math")
+REQUIRED_SUITES: tuple[str, ...] = ("agentic_coding", "math")
 
 # ShapeSettings field -> the SGLang ServerArgs field that reports it.
 SERVER_ARG_NAMES: Mapping[str, str] = MappingProxyType(
