@@ -107,6 +107,8 @@ class AgentRun:
             invalid_calls=dict(sorted(self.invalid_calls.items())),
             largest_context=self.largest_context,
             output_tokens=self.output_tokens,
+            truncated=self.truncated,
+            looping=self.looping,
             looping_turns=[turn.turn for turn in self.turns if turn.looping],
         )
         return record
