@@ -113,6 +113,23 @@ def _child_environment(api_key: str) -> dict[str, str]:
     return {**inherited, "K3_API_KEY": api_key}
 
 
+def _run_suites(project: Path, base_url: str, api_key: str, arguments: list[str]) -> subprocess.CompletedProcess[str]:
+    """A child pytest in `project` against the server, with the module's small budgets."""
+    command = [sys.executable, "-m", "pytest", "--k3-endpoint", base_url, "--k3-results-dir", "out", *RUN_OPTIONS]
+    try:
+        return subprocess.run(
+            [*command, *arguments],
+            check=False,
+            cwd=project,
+            env=_child_environment(api_key),
+            capture_output=True,
+            text=True,
+            timeout=CHILD_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as timeout:
+        pytest.fail(f"the suites did not finish within {CHILD_TIMEOUT_S} s against llama.cpp:\n{timeout.stdout!r}")
+
+
 # One parameter, so that every test of this module has the same parameter id: under
 # `pytest -n 2` the plugin's scheduling then keeps them on one worker, and the suites
 # run once.
@@ -125,19 +142,7 @@ def llamacpp_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SuiteRun]
     api_key = secrets.token_urlsafe(24)
     with running_llamacpp(model, api_key) as server:
         started = time.monotonic()
-        command = [sys.executable, "-m", "pytest", "--k3-endpoint", server.base_url, "--k3-results-dir", "out"]
-        try:
-            child = subprocess.run(
-                [*command, *RUN_OPTIONS, "-k", KEYWORDS, *CONFORMANCE_SUITES],
-                check=False,
-                cwd=project,
-                env=_child_environment(api_key),
-                capture_output=True,
-                text=True,
-                timeout=CHILD_TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired as timeout:
-            pytest.fail(f"the suites did not finish within {CHILD_TIMEOUT_S} s against llama.cpp:\n{timeout.stdout!r}")
+        child = _run_suites(project, server.base_url, api_key, ["-k", KEYWORDS, *CONFORMANCE_SUITES])
         yield SuiteRun(
             returncode=child.returncode,
             stdout=child.stdout,
@@ -357,16 +362,7 @@ def test_agent_loop_turns_are_executed_recorded_and_classified(
         shutil.copy(REPO / "suites" / name, project / name)
     api_key = secrets.token_urlsafe(24)
     with running_llamacpp(model, api_key) as server:
-        command = [sys.executable, "-m", "pytest", "--k3-endpoint", server.base_url, "--k3-results-dir", "out"]
-        child = subprocess.run(
-            [*command, *RUN_OPTIONS, *AGENT_RUN_OPTIONS, "test_agentic_coding.py"],
-            check=False,
-            cwd=project,
-            env=_child_environment(api_key),
-            capture_output=True,
-            text=True,
-            timeout=CHILD_TIMEOUT_S,
-        )
+        child = _run_suites(project, server.base_url, api_key, [*AGENT_RUN_OPTIONS, "test_agentic_coding.py"])
         log = server.log_tail()
     diagnostics = f"exit status {child.returncode}\n{child.stdout[-4000:]}\n{child.stderr[-2000:]}\n{log[-1500:]}"
     assert child.returncode in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), diagnostics
