@@ -27,7 +27,6 @@ from k3conformance.checks.markup import find_markup
 from k3conformance.endpoint.completion import Completion
 from k3conformance.probes.runner import Exchange
 from k3conformance.scoring.repetition import detect_output
-from k3conformance.scoring.sandbox import ExecutionResult
 from k3conformance.scoring.tool_calls import parse_arguments, schema_errors
 
 SYSTEM_PROMPT = (
@@ -178,7 +177,6 @@ async def run_agent(exchange: Exchange, task: AgentTask, workspace: Workspace, b
     hidden = await workspace.hidden_tests(task.hidden)
     run.solved = hidden.passed
     run.hidden_tests = hidden.reason
-    exchange.note("hidden_tests", hidden)
     return run
 
 
@@ -254,8 +252,3 @@ def _turn_record(turn: int, step: str, completion: Completion) -> TurnRecord:
         looping=looping_part is not None,
         looping_part=looping_part,
     )
-
-
-def hidden_result(notes: dict[str, Any]) -> ExecutionResult | None:
-    value = notes.get("hidden_tests")
-    return value if isinstance(value, ExecutionResult) else None
