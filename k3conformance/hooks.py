@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 from k3conformance.options import Settings, check_separate_path_values, resolve_settings
-from k3conformance.outcomes import USER_PROPERTY, classify, tally_report
+from k3conformance.outcomes import USER_PROPERTY, classify, suite_of, tally_report
 from k3conformance.plugin import STASH_KEY, SUITES_MARKER
 from k3conformance.probes.probe import InfrastructureError, Probe, probe_of
 from k3conformance.runs.records import STATUS_COMPLETE, STATUS_RUNNING, utc_now
@@ -30,6 +30,9 @@ from k3conformance.terminal import (
     metric_lines,
     suite_table,
 )
+
+# The suite whose tools run model-written code: the header says how it is isolated.
+AGENT_SUITE = "agentic_coding"
 
 if TYPE_CHECKING:
     from k3conformance.gate.decision import GateResult
@@ -187,6 +190,14 @@ class RunHooks:
         if state.settings.save_baseline:
             lines.append(f"k3conformance: this run is stored as a baseline of shape {state.shape} if it completes")
         return lines
+
+    def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+        """Which isolation the agent's tools get, when the agentic coding suite is collected."""
+        if not any(suite_of(item) == AGENT_SUITE for item in items):
+            return []
+        from k3conformance.agent.isolation import agent_isolation
+
+        return [f"k3conformance: {agent_isolation(self.state.settings.agent_unisolated).describe()}"]
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """--k3-limit: keep the first N items of each suite."""

@@ -378,6 +378,27 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "Continue the latest incomplete run of this shape, re-sending only unfinished requests",
         flag_only=True,
     ),
+    OptionSpec("agent_turns", positive_int, 40, "Turn limit per agentic coding task (default: 40)"),
+    OptionSpec(
+        "agent_tokens",
+        positive_int,
+        262144,
+        "Output-token budget per agentic coding task, all turns together (default: 262144)",
+    ),
+    OptionSpec(
+        "agent_wall_time",
+        positive_float,
+        3600.0,
+        "Wall-time budget in seconds per agentic coding task (default: 3600)",
+    ),
+    OptionSpec(
+        "agent_unisolated",
+        boolean,
+        False,
+        "Let the agentic coding suite run the model's tool calls without filesystem isolation when bubblewrap "
+        "is unavailable (the rlimit fallback can write world-writable files outside the task copy)",
+        flag_only=True,
+    ),
 )
 
 
@@ -418,6 +439,10 @@ class Settings:
     save_baseline: bool
     server_args: Path | None
     resume: bool
+    agent_turns: int
+    agent_tokens: int
+    agent_wall_time: float
+    agent_unisolated: bool
 
 
 # The options the gate reads: `pytest --k3-baseline` and `k3conformance compare` both take

@@ -89,7 +89,7 @@ def test_arguments_that_are_not_json_blame_the_parser() -> None:
     cut = completion(None, tool_calls=[call], finish_reason="tool_calls")
     expected = [{"name": "get_weather", "arguments": {"city": "Paris"}}]
     with pytest.raises(ConformanceFailure, match="arguments that are not JSON") as failure:
-        tool_calls.check_calls_expected(cut, expected, "plain")
+        tool_calls.check_calls_match_expected(cut, expected, "plain")
     assert failure.value.layer == "parser"
 
 

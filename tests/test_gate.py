@@ -24,7 +24,7 @@ def summary(
     right: int = 90,
     items: int = 100,
     looping: int = 0,
-    suites: tuple[str, ...] = ("coding", "math"),
+    suites: tuple[str, ...] = ("agentic_coding", "math"),
     server_shape: str | None = "tp8",
     checks: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
@@ -94,12 +94,12 @@ def test_a_fail_outranks_incomplete() -> None:
     assert [reason.split(":")[0] for reason in result.reasons][:2] == ["FAIL", "FAIL"]
 
 
-def test_unknown_shapes_need_coding_and_math() -> None:
+def test_unknown_shapes_need_agentic_coding_and_math() -> None:
     """vLLM and llama.cpp do not report their launch arguments: the shape may differ."""
     baseline = summary("vllm-tp8", server_shape=None)
     result = gate(run(baseline), run(summary("vllm-ep8", server_shape=None, suites=("math",))), GateSettings())
     assert result.verdict == "INCOMPLETE"
-    assert result.shape is not None and result.shape.missing_suites == ("coding",)
+    assert result.shape is not None and result.shape.missing_suites == ("agentic_coding",)
 
 
 def test_same_shape_candidate_must_still_run_every_suite_the_baseline_scored() -> None:

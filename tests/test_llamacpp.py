@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import itertools
 import os
 import secrets
 import subprocess
@@ -111,6 +112,23 @@ def _child_environment(api_key: str) -> dict[str, str]:
     return {**inherited, "K3_API_KEY": api_key}
 
 
+def _run_suites(project: Path, base_url: str, api_key: str, arguments: list[str]) -> subprocess.CompletedProcess[str]:
+    """A child pytest in `project` against the server, with the module's small budgets."""
+    command = [sys.executable, "-m", "pytest", "--k3-endpoint", base_url, "--k3-results-dir", "out", *RUN_OPTIONS]
+    try:
+        return subprocess.run(
+            [*command, *arguments],
+            check=False,
+            cwd=project,
+            env=_child_environment(api_key),
+            capture_output=True,
+            text=True,
+            timeout=CHILD_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as timeout:
+        pytest.fail(f"the suites did not finish within {CHILD_TIMEOUT_S} s against llama.cpp:\n{timeout.stdout!r}")
+
+
 # One parameter, so that every test of this module has the same parameter id: under
 # `pytest -n 2` the plugin's scheduling then keeps them on one worker, and the suites
 # run once.
@@ -122,19 +140,7 @@ def llamacpp_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SuiteRun]
     api_key = secrets.token_urlsafe(24)
     with running_llamacpp(model, api_key) as server:
         started = time.monotonic()
-        command = [sys.executable, "-m", "pytest", "--k3-endpoint", server.base_url, "--k3-results-dir", "out"]
-        try:
-            child = subprocess.run(
-                [*command, *RUN_OPTIONS, "-k", KEYWORDS, *CONFORMANCE_SUITES],
-                check=False,
-                cwd=project,
-                env=_child_environment(api_key),
-                capture_output=True,
-                text=True,
-                timeout=CHILD_TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired as timeout:
-            pytest.fail(f"the suites did not finish within {CHILD_TIMEOUT_S} s against llama.cpp:\n{timeout.stdout!r}")
+        child = _run_suites(project, server.base_url, api_key, ["-k", KEYWORDS, *CONFORMANCE_SUITES])
         yield SuiteRun(
             returncode=child.returncode,
             stdout=child.stdout,
@@ -333,3 +339,50 @@ def test_a_missing_model_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match=r"CI is set, so the llama.cpp tests must run, not skip"):
         require_model()
+
+
+# The agent loop against llama.cpp: SmolLM2-135M will not solve a task, but every turn must
+# be sent, recorded and classified, the tasks scored by their hidden tests, and any tool
+# call it makes answered from the sandbox. Two tasks, three turns, 48 tokens per turn.
+AGENT_RUN_OPTIONS = ("--k3-limit", "2", "--k3-agent-turns", "3", "--k3-max-tokens", "48")
+STOP_REASONS = {"finished", "turn limit", "token budget", "wall time", "repeated action", "no tool call", "truncated"}
+
+
+# The same parameter id as `llamacpp_run`, so that under xdist both run on one worker, one
+# llama.cpp server at a time on the two cores.
+@pytest.mark.parametrize("model_name", ["smollm2-135m"])
+def test_agent_loop_turns_are_executed_recorded_and_classified(
+    model_name: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    model = require_model()
+    project = tmp_path_factory.mktemp("llamacpp-agent")
+    copy_suites(project, ["test_agentic_coding.py"])
+    api_key = secrets.token_urlsafe(24)
+    with running_llamacpp(model, api_key) as server:
+        child = _run_suites(project, server.base_url, api_key, [*AGENT_RUN_OPTIONS, "test_agentic_coding.py"])
+        log = server.log_tail()
+    diagnostics = f"exit status {child.returncode}\n{child.stdout[-4000:]}\n{child.stderr[-2000:]}\n{log[-1500:]}"
+    assert child.returncode in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), diagnostics
+    run_dir = only_run(project / "out")
+    assert summary_of(run_dir)["status"] == "complete", diagnostics
+    responses = {(record["item"], record["step"]): record for record in iter_records(run_dir, "response")}
+    outcomes = list(iter_records(run_dir, "outcome"))
+    assert {outcome["outcome"] for outcome in outcomes} <= {"passed", "failed"}, diagnostics
+    scored = [outcome for outcome in outcomes if outcome["test"] == "test_task_solved"]
+    assert len(scored) == 2 and all(outcome["outcome"] == "passed" for outcome in scored), diagnostics
+    for outcome in scored:
+        agent = outcome["score"]["details"][0]["agent"]
+        assert agent["stop_reason"] in STOP_REASONS and agent["hidden_tests"], agent
+        assert 1 <= len(agent["turns"]) <= 3
+        for turn in agent["turns"]:
+            record = responses[(outcome["item"], turn["step"])]
+            assert record["status"] == "ok" and turn["finish_reason"] == record["response"]["finish_reason"]
+            assert turn["prompt_tokens"] and isinstance(turn["invalid"], list)
+        # Every call the model made was answered in the next request, by its id.
+        for earlier, later in itertools.pairwise(agent["turns"]):
+            messages = responses[(outcome["item"], later["step"])]["request"]["messages"]
+            answered = {message.get("tool_call_id") for message in messages if message["role"] == "tool"}
+            calls = responses[(outcome["item"], earlier["step"])]["response"]["tool_calls"] or []
+            assert {call["id"] for call in calls} <= answered
+    failed = [outcome for outcome in outcomes if outcome["outcome"] == "failed"]
+    assert all(outcome["layer"] in FAILURE_LAYERS and "expected" in outcome["message"] for outcome in failed)

@@ -144,7 +144,7 @@ def test_tp8_against_itself_is_the_same_shape() -> None:
 def test_tp8_against_every_other_shape_differs(name: str) -> None:
     decided = policy(SHAPES["tp8"].settings, SHAPES[name].settings)
     assert decided.differs, name
-    assert decided.required_suites == REQUIRED_SUITES == ("coding", "math")
+    assert decided.required_suites == REQUIRED_SUITES == ("agentic_coding", "math")
 
 
 def test_dcp_is_a_width_difference() -> None:

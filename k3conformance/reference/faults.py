@@ -484,23 +484,36 @@ _STREAM_EDITS: tuple[tuple[str, Callable[[list[Chunk]], list[Chunk]]], ...] = (
 
 
 # --- fused-moe-loop: sglang issue 40751 --------------------------------------------------
-# EP32 with the fused MegaMoE kernel: 57 of 113 coding outputs fell into mechanical
+# EP32 with the fused MegaMoE kernel: 57 of 113 agentic coding outputs fell into mechanical
 # repetition until the token limit (0 of 113 on TP8), every output over 50K tokens looped,
-# and accuracy went from 68.1% to 42.5%, while a math check looked fine. Coding answers
-# are K3's long outputs, so the loops strike there. The shares below reproduce both
-# published figures from TP8's 68%: 37.5% of the items TP8 solves loop (68% -> 42.5%),
-# and 77% of those it fails, which are the long, hard ones (half of all outputs loop).
-LONG_OUTPUT_SUITES: frozenset[str] = frozenset({"coding", "humaneval-answer-key"})
-_LOOP_SHARE_IF_SOLVED = 0.375
-_LOOP_SHARE_IF_FAILED = 0.77
+# loops were also seen near 34K input tokens, and accuracy went from 68.1% to 42.5% while
+# a math check looked fine. So the loops follow length, not the task: the risk rises
+# linearly from nothing at the first bound to certainty at the second, for the output (as
+# planned by the healthy model) and for the context, and the larger risk applies.
+# The simulator's outputs are far shorter than K3's (600 words of reasoning at effort max
+# where K3 thinks for thousands of tokens), so the output bounds are on the simulator's
+# scale, a choice: above every math answer it writes (at most about 730 tokens) and below
+# the agent turns that write a whole module (2,000 and more with the drafts in their
+# thinking); every simulated output over 2,000 tokens loops, standing for K3's 50K.
+# Prompts are built at their real length, so the context bounds are K3's own.
+LOOP_OUTPUT_TOKENS = (800, 2_000)
+LOOP_CONTEXT_TOKENS = (24_000, 40_000)
 _LOOP_OPENERS = ("Wait,", "Hmm,", "Actually,", "Let me re-check:")
 
 
-def falls_into_loop(faults: frozenset[str], item: FixtureItem, draw: float, solved_on_base: bool) -> bool:
-    """Whether this long output loops; `draw` is uniform on [0, 1) and fixed per (item, seed)."""
-    if "fused-moe-loop" not in faults or item.suite not in LONG_OUTPUT_SUITES:
-        return False
-    return draw < (_LOOP_SHARE_IF_SOLVED if solved_on_base else _LOOP_SHARE_IF_FAILED)
+def loop_risk(output_tokens: int, context_tokens: int) -> float:
+    """The chance that a fused-MoE output of this length, on this context, loops."""
+
+    def ramp(value: int, bounds: tuple[int, int]) -> float:
+        low, high = bounds
+        return min(1.0, max(0.0, (value - low) / (high - low)))
+
+    return max(ramp(output_tokens, LOOP_OUTPUT_TOKENS), ramp(context_tokens, LOOP_CONTEXT_TOKENS))
+
+
+def falls_into_loop(faults: frozenset[str], output_tokens: int, context_tokens: int, draw: float) -> bool:
+    """Whether this output loops; `draw` is uniform on [0, 1) and fixed per request."""
+    return "fused-moe-loop" in faults and draw < loop_risk(output_tokens, context_tokens)
 
 
 def looping_reasoning(rng: random.Random, healthy: str, limit: int) -> str:

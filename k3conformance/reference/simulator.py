@@ -7,28 +7,32 @@ import hashlib
 import json
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from k3conformance.datasets.long_prompts import needle_answer
+from k3conformance.reference import agent_play, recall
 from k3conformance.reference import faults as fault_hooks
-from k3conformance.reference import recall
 from k3conformance.reference.answer_key import AnswerKey
 from k3conformance.reference.faults import PrefixCache
-from k3conformance.reference.profiles import get_profile
 from k3conformance.reference.prose import count_tokens, generic_reply, reasoning_text, take_tokens, wrong_variant
 from k3conformance.reference.request import parse_request
 from k3conformance.reference.schema_values import UnsupportedSchema, example_value
 from k3conformance.reference.tool_use import plan_tool_calls
 from k3conformance.reference.values import ChatRequest, Completion, FixtureItem, InvalidRequest, Profile, ToolCall
 
+if TYPE_CHECKING:
+    from k3conformance.agent.tasks import AgentTask
+
 __all__ = ["Simulator"]
 
 _TOKENS_PER_MESSAGE = 4
 # Where a loop stops when the request sets no max_tokens: a server's default budget.
 _UNLIMITED_LOOP_TOKENS = 32768
+# The agentic coding suite's accuracy key in a profile's suite_accuracy.
+AGENT_SUITE = "agentic_coding"
 
 
 def message_text(message: Mapping[str, Any]) -> str:
@@ -57,20 +61,19 @@ class Simulator:
         """The answer to `body`; `prefix_cache` is the app's state for prefix-cache-corruption, else None."""
         faults = self.profile.faults
         request = fault_hooks.on_request(faults, parse_request(body, self.model_id, faults))
-        rng = random.Random(self._request_seed(body, request))
+        request_seed = self._request_seed(body, request)
+        rng = random.Random(request_seed)
         question = next((message_text(m) for m in reversed(request.messages) if m["role"] == "user"), "")
         item = self.answer_key.lookup(question) if question else None
         corrupted = prefix_cache is not None and prefix_cache.reuses_prefix(_prompt_text(request))
         correct = item is not None and not corrupted and self.answers_correctly(item, request.seed)
         reasoning = ""
+        mean_words = self.profile.reasoning_words[request.effort]
         if request.thinking:
-            mean_words = self.profile.reasoning_words[request.effort]
             reasoning = reasoning_text(rng, question, max(1, round(mean_words * rng.uniform(0.8, 1.2))))
-        if item is not None and self._loops(item, request.seed):
-            # A loop runs until the budget, the server's default when the request sets none.
-            budgeted = dataclasses.replace(request, max_tokens=request.max_tokens or _UNLIMITED_LOOP_TOKENS)
-            looping = fault_hooks.looping_reasoning(rng, reasoning, budgeted.max_tokens or 0)
-            return fault_hooks.on_completion(faults, _within_budget(budgeted, looping, "", ()))
+        task = agent_play.agent_task(request)
+        if task is not None:
+            return self._agent_turn(request, task, rng, request_seed, question, mean_words)
         reasoning, recalled = recall.on_turn(rng, question, reasoning, request.messages)
         retrieved = needle_answer(question) if item is None else None
         if recalled is not None and item is None:
@@ -105,20 +108,54 @@ class Simulator:
             ToolCall(f"functions.{name}:{first_index + offset}", name, json.dumps(arguments, ensure_ascii=False))
             for offset, (name, arguments) in enumerate(planned)
         )
-        completion = _within_budget(request, reasoning, content, calls)
-        return fault_hooks.on_completion(faults, completion)
+        return self._finish(request, rng, request_seed, reasoning, content, calls)
+
+    def _agent_turn(
+        self,
+        request: ChatRequest,
+        task: AgentTask,
+        rng: random.Random,
+        request_seed: int,
+        question: str,
+        mean_words: int,
+    ) -> Completion:
+        """One turn of the scripted agent; right or wrong per (task, seed), as other items are."""
+        correct = _unit_draw(task.id, request.seed) < self.profile.accuracy_for(AGENT_SUITE)
+        action = agent_play.next_action(request, task, correct, mean_words)
+        reasoning = ""
+        if request.thinking:
+            reasoning = reasoning_text(rng, question, max(1, round(action.thinking_words * rng.uniform(0.8, 1.2))))
+        calls_in_history = sum(len(m.get("tool_calls") or ()) for m in request.messages if m["role"] == "assistant")
+        index = fault_hooks.first_tool_call_index(self.profile.faults, calls_in_history)
+        call = ToolCall(f"functions.{action.name}:{index}", action.name, action.arguments_json)
+        return self._finish(request, rng, request_seed, reasoning, None, (call,))
+
+    def _finish(
+        self,
+        request: ChatRequest,
+        rng: random.Random,
+        request_seed: int,
+        reasoning: str,
+        content: str | None,
+        calls: tuple[ToolCall, ...],
+    ) -> Completion:
+        """The planned answer within the budget, unless its length makes a faulty kernel loop."""
+        faults = self.profile.faults
+        planned = count_tokens(reasoning) + count_tokens(content or "") + sum(count_tokens(c.arguments) for c in calls)
+        draw = _unit_draw("loop", request_seed)
+        if fault_hooks.falls_into_loop(faults, planned, _context_tokens(request), draw):
+            # A loop runs until the budget, the server's default when the request sets none.
+            budgeted = dataclasses.replace(request, max_tokens=request.max_tokens or _UNLIMITED_LOOP_TOKENS)
+            looping = fault_hooks.looping_reasoning(rng, reasoning, budgeted.max_tokens or 0)
+            return fault_hooks.on_completion(faults, _within_budget(budgeted, looping, "", ()))
+        return fault_hooks.on_completion(faults, _within_budget(request, reasoning, content, calls))
 
     def answers_correctly(self, item: FixtureItem, seed: int | None) -> bool:
         # Depends only on (item, seed), so a less accurate profile's correct answers
         # are a subset of a more accurate one's.
         if not item.graded:
             return True
-        return _unit_draw(item.id, seed) < self.profile.accuracy_for(item.suite) and not self._loops(item, seed)
-
-    def _loops(self, item: FixtureItem, seed: int | None) -> bool:
-        base = get_profile(self.profile.base) if self.profile.base else self.profile
-        solved_on_base = not item.graded or _unit_draw(item.id, seed) < base.accuracy_for(item.suite)
-        return fault_hooks.falls_into_loop(self.profile.faults, item, _unit_draw("loop", item.id, seed), solved_on_base)
+        return _unit_draw(item.id, seed) < self.profile.accuracy_for(item.suite)
 
     def _request_seed(self, body: Mapping[str, Any], request: ChatRequest) -> int:
         keys = ("messages", "tools", "tool_choice", "response_format")
@@ -167,6 +204,19 @@ def _called_tool_name(messages: Sequence[Mapping[str, Any]], tool_call_id: str) 
     return "requested"
 
 
+def _context_tokens(request: ChatRequest) -> int:
+    """Every token of the prompt: the messages' text, the reasoning and the tool calls kept
+    in the history (K3 keeps earlier thinking), and a few per message for the template."""
+    total = 0
+    for message in request.messages:
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        calls = message.get("tool_calls") or ()
+        total += count_tokens(message_text(message)) + _TOKENS_PER_MESSAGE
+        total += count_tokens(reasoning) if isinstance(reasoning, str) else 0
+        total += sum(count_tokens(json.dumps(call.get("function", {}), ensure_ascii=False)) for call in calls)
+    return total
+
+
 def _within_budget(
     request: ChatRequest, reasoning: str, content: str | None, calls: tuple[ToolCall, ...]
 ) -> Completion:
@@ -184,7 +234,7 @@ def _within_budget(
             content = take_tokens(content or "", limit - reasoning_tokens)
         reasoning_tokens = count_tokens(reasoning)
         answer_tokens = count_tokens(content or "")
-    prompt_tokens = sum(count_tokens(message_text(m)) + _TOKENS_PER_MESSAGE for m in request.messages)
+    prompt_tokens = _context_tokens(request)
     return Completion(
         reasoning=reasoning,
         content=content,

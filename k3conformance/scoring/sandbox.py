@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import os
 import re
@@ -34,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,6 +112,9 @@ class ExecutionResult:
     stdout_excerpt: str  # the last OUTPUT_TAIL_CHARS characters
     stderr_excerpt: str
     backend: str = ""
+    # The files under the program's directory after the run (path -> text), when the
+    # caller gave it files and asked for them back; None otherwise.
+    files: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -153,8 +158,9 @@ def libc_call(name, *args):
 
 
 def drop_to(uid, gid, workdir):
-    for name in [""] + os.listdir(workdir):
-        os.chown(os.path.join(workdir, name), uid, gid)
+    for root, directories, names in os.walk(workdir):
+        for name in [""] + directories + names:
+            os.chown(os.path.join(root, name), uid, gid, follow_symlinks=False)
     os.setgroups([])
     os.setgid(gid)
     os.setuid(uid)
@@ -204,13 +210,23 @@ main(*sys.argv[1:])
 # ---------------------------------------------------------------- public API
 
 
-def run_python(program: str, *, limits: SandboxLimits = SandboxLimits(), backend: str | None = None) -> ExecutionResult:
+def run_python(
+    program: str,
+    *,
+    limits: SandboxLimits = SandboxLimits(),
+    backend: str | None = None,
+    files: Mapping[str, str] | None = None,
+    collect: bool = False,
+) -> ExecutionResult:
     """Run `program` (solution + tests) in the sandbox; it passes iff it exits with status 0.
 
-    Raises SandboxError only when the sandbox itself fails to start the program, and
-    SandboxUnavailable when `backend` does not work here. Nothing the program does raises.
+    `files` (relative path -> text) are written next to the program first, a fresh copy
+    for this run only; with `collect` the result carries the files as the program left
+    them (`ExecutionResult.files`). Raises SandboxError only when the sandbox itself fails
+    to start the program, SandboxUnavailable when `backend` does not work here, and
+    ValueError for a file path that leaves the directory. Nothing the program does raises.
     """
-    return _execute(program, limits, _isolation_for(backend))
+    return _execute(program, limits, _isolation_for(backend), files or {}, collect)
 
 
 def sandbox_backend() -> tuple[str, str]:
@@ -264,12 +280,28 @@ class SandboxPool:
             max_workers=max_workers or os.cpu_count() or 1, thread_name_prefix="k3-sandbox"
         )
 
-    def submit(self, program: str, limits: SandboxLimits = SandboxLimits()) -> Future[ExecutionResult]:
-        return self._executor.submit(run_python, program, limits=limits, backend=self._backend)
+    def submit(
+        self,
+        program: str,
+        limits: SandboxLimits = SandboxLimits(),
+        *,
+        files: Mapping[str, str] | None = None,
+        collect: bool = False,
+    ) -> Future[ExecutionResult]:
+        return self._executor.submit(
+            run_python, program, limits=limits, backend=self._backend, files=files, collect=collect
+        )
 
-    async def run(self, program: str, limits: SandboxLimits = SandboxLimits()) -> ExecutionResult:
+    async def run(
+        self,
+        program: str,
+        limits: SandboxLimits = SandboxLimits(),
+        *,
+        files: Mapping[str, str] | None = None,
+        collect: bool = False,
+    ) -> ExecutionResult:
         """The same as submit, awaited from an event loop."""
-        return await asyncio.wrap_future(self.submit(program, limits))
+        return await asyncio.wrap_future(self.submit(program, limits, files=files, collect=collect))
 
     def close(self, *, cancel_pending: bool = False) -> None:
         """Wait for running programs (and, unless `cancel_pending`, queued ones) to finish."""
@@ -451,13 +483,47 @@ class _Watched:
     duration_s: float = 0.0
 
 
-def _execute(program: str, limits: SandboxLimits, isolation: _Isolation) -> ExecutionResult:
+def _execute(
+    program: str,
+    limits: SandboxLimits,
+    isolation: _Isolation,
+    files: Mapping[str, str] | None = None,
+    collect: bool = False,
+) -> ExecutionResult:
     workdir = Path(tempfile.mkdtemp(prefix="k3sandbox-"))
     try:
+        for relative, text in (files or {}).items():
+            path = _inside(workdir, relative)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
         (workdir / PROGRAM_FILE).write_text(program, encoding="utf-8")
-        return _run_in(workdir, limits, isolation)
+        result = _run_in(workdir, limits, isolation)
+        return dataclasses.replace(result, files=_collect(workdir, limits)) if collect else result
     finally:
         _remove_tree(workdir)
+
+
+def _inside(workdir: Path, relative: str) -> Path:
+    parts = Path(relative).parts
+    if not parts or Path(relative).is_absolute() or ".." in parts or relative == PROGRAM_FILE:
+        raise ValueError(f"sandbox file path must stay inside the program's directory: {relative!r}")
+    return workdir.joinpath(*parts)
+
+
+def _collect(workdir: Path, limits: SandboxLimits) -> dict[str, str]:
+    """Regular files the program left (not links, not its own main.py), as text, each at
+    most the file size limit."""
+    found: dict[str, str] = {}
+    for root, directories, names in os.walk(workdir):
+        directories[:] = sorted(name for name in directories if name != "__pycache__")
+        for name in sorted(names):
+            path = Path(root) / name
+            relative = path.relative_to(workdir).as_posix()
+            if relative == PROGRAM_FILE or path.is_symlink() or not path.is_file():
+                continue
+            with path.open("rb") as handle:
+                found[relative] = handle.read(limits.file_size_bytes).decode("utf-8", errors="replace")
+    return found
 
 
 def _run_in(workdir: Path, limits: SandboxLimits, isolation: _Isolation) -> ExecutionResult:
@@ -482,7 +548,7 @@ def _run_in(workdir: Path, limits: SandboxLimits, isolation: _Isolation) -> Exec
     finally:
         os.close(status_write)
     try:
-        watched = _watch(process, limits, started, isolation)
+        watched = _watch(process, limits, started, isolation, workdir)
         status = _read_status(status_read)
     finally:
         os.close(status_read)
@@ -608,7 +674,9 @@ def _tasks_owned_by(uid: int) -> int:
 # ---------------------------------------------------------------- watching a run
 
 
-def _watch(process: subprocess.Popen[bytes], limits: SandboxLimits, started: float, isolation: _Isolation) -> _Watched:
+def _watch(
+    process: subprocess.Popen[bytes], limits: SandboxLimits, started: float, isolation: _Isolation, workdir: Path
+) -> _Watched:
     """Collect output until the program exits, times out or floods a stream; then kill what is left."""
     assert process.stdout is not None and process.stderr is not None
     watched = _Watched()
@@ -626,7 +694,7 @@ def _watch(process: subprocess.Popen[bytes], limits: SandboxLimits, started: flo
             _kill_group(process.pid)
             process.wait()
             if isolation.backend == RLIMIT and isolation.uid_mode == _PER_RUN:
-                _sweep_uid(PER_RUN_UID_BASE + process.pid)
+                _sweep_uid(PER_RUN_UID_BASE + process.pid, keep=workdir)
             if watched.overflowing_stream is None:
                 _drain(selector, streams, watched, limits)
     finally:
@@ -706,9 +774,9 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def _sweep_uid(uid: int) -> None:
+def _sweep_uid(uid: int, keep: Path) -> None:
     """Kill every process of a per-run uid (those that left the group too) and remove its files
-    from world-writable directories."""
+    from world-writable directories, except its own directory `keep` (removed by its owner)."""
     kill = shutil.which("kill", path=SAFE_PATH)
     # kill(-1) as that uid reaches exactly its processes, atomically, without pid races.
     # "-9 -1" is the one spelling procps, util-linux and busybox kill all accept.
@@ -725,20 +793,20 @@ def _sweep_uid(uid: int) -> None:
         check=False,
     )
     for directory in WORLD_WRITABLE_DIRS:
-        _remove_entries_owned_by(uid, directory)
+        _remove_entries_owned_by(uid, directory, keep)
 
 
 _KILL_ALL = "import os\ntry:\n    os.kill(-1, 9)\nexcept OSError:\n    pass\n"
 
 
-def _remove_entries_owned_by(uid: int, directory: str) -> None:
+def _remove_entries_owned_by(uid: int, directory: str, keep: Path) -> None:
     try:
         entries = list(os.scandir(directory))
     except OSError:
         return
     for entry in entries:
         try:
-            if entry.stat(follow_symlinks=False).st_uid != uid:
+            if entry.path == str(keep) or entry.stat(follow_symlinks=False).st_uid != uid:
                 continue
             if entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(entry.path, ignore_errors=True)

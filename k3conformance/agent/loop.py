@@ -1,0 +1,254 @@
+"""The agent loop: one task, one conversation, the model's tool calls run in the sandbox.
+
+Each turn is one request through the probe's `Exchange` (so the same client, retries,
+records and resume as every other probe), streamed, with the whole history: earlier
+answers go back with their reasoning (K3 keeps all thinking) and every tool result goes
+back as a tool message with its `tool_call_id`. The loop stops at `finish`, at the turn
+limit, when the task's output-token budget or wall time is spent, when a turn repeats
+the previous turn's action exactly, after two turns in a row without a tool call, when
+an output is cut at its budget (`length`: a looping model never stops by itself), or when
+a request fails. The hidden tests then score the repository as the agent left it.
+
+A resumed run replays the conversation: finished turns come back from the records (their
+request bodies match, since every tool result is deterministic) and only the rest is sent.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from k3conformance.agent.tasks import AgentTask
+from k3conformance.agent.tools import FINISH, TOOL_SPECS, TOOLS_BY_NAME, Workspace
+from k3conformance.checks.markup import find_markup
+from k3conformance.endpoint.completion import Completion
+from k3conformance.probes.probe import Exchange
+from k3conformance.scoring.repetition import detect_output
+from k3conformance.scoring.tool_calls import parse_arguments, schema_errors
+
+SYSTEM_PROMPT = (
+    "You are a careful software engineer working in a small Python repository through tools. Read what you "
+    "need, change files with write_file or edit_file, run the tests with run_tests, and call finish when the "
+    "task is done. Paths are relative to the repository root; nothing outside it is reachable. Hidden tests "
+    "decide whether the task is solved."
+)
+NUDGE = "Continue with the tools: change the files, run the tests, and call finish when the task is done."
+# Two turns in a row without a tool call end the task: the model is not working on it.
+IDLE_TURNS = 2
+
+
+@dataclass(frozen=True)
+class AgentBudget:
+    turns: int
+    output_tokens: int
+    wall_seconds: float
+    # Per request; a turn never asks for more than the task has left.
+    max_tokens_per_turn: int
+
+
+@dataclass
+class TurnRecord:
+    turn: int
+    step: str
+    finish_reason: str | None
+    prompt_tokens: int | None
+    output_tokens: int | None
+    tool_calls: list[str]
+    # Problems with this turn's calls: {"kind": "bad JSON" | "unknown tool" | "schema
+    # violation" | "markup in content", "detail": ...}
+    invalid: list[dict[str, str]]
+    refused: list[str]
+    looping: bool
+    # Where the loop was found: "reasoning", "content" or "joined"; None when none.
+    looping_part: str | None = None
+
+
+@dataclass
+class AgentRun:
+    task: str
+    kind: str
+    difficulty: int
+    turns: list[TurnRecord] = field(default_factory=list)
+    stop_reason: str = ""
+    solved: bool = False
+    hidden_tests: str = ""
+    tool_calls: Counter[str] = field(default_factory=Counter)
+    invalid_calls: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def steps(self) -> list[str]:
+        return [turn.step for turn in self.turns]
+
+    @property
+    def largest_context(self) -> int:
+        """Prompt plus output tokens of the largest turn, as the server counted them."""
+        return max(((turn.prompt_tokens or 0) + (turn.output_tokens or 0) for turn in self.turns), default=0)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(turn.output_tokens or 0 for turn in self.turns)
+
+    @property
+    def truncated(self) -> bool:
+        return any(turn.finish_reason == "length" for turn in self.turns)
+
+    @property
+    def looping(self) -> bool:
+        return any(turn.looping for turn in self.turns)
+
+    def to_record(self) -> dict[str, Any]:
+        record = asdict(self)
+        record.update(
+            tool_calls=dict(sorted(self.tool_calls.items())),
+            invalid_calls=dict(sorted(self.invalid_calls.items())),
+            largest_context=self.largest_context,
+            output_tokens=self.output_tokens,
+            truncated=self.truncated,
+            looping=self.looping,
+            looping_turns=[turn.turn for turn in self.turns if turn.looping],
+        )
+        return record
+
+
+def turn_step(turn: int) -> str:
+    return f"turn-{turn:03d}"
+
+
+async def run_agent(exchange: Exchange, task: AgentTask, workspace: Workspace, budget: AgentBudget) -> AgentRun:
+    run = AgentRun(task.id, task.kind, task.difficulty)
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": task_prompt(task)},
+    ]
+    started = time.monotonic()
+    previous_action: str | None = None
+    idle = 0
+    run.stop_reason = "turn limit"
+    for turn in range(1, budget.turns + 1):
+        left = budget.output_tokens - run.output_tokens
+        if left <= 0:
+            run.stop_reason = "token budget"
+            break
+        if time.monotonic() - started > budget.wall_seconds:
+            run.stop_reason = "wall time"
+            break
+        step = turn_step(turn)
+        outcome = await exchange.send(
+            step,
+            {
+                "messages": messages,
+                "tools": list(TOOL_SPECS),
+                "stream": True,
+                "max_tokens": min(budget.max_tokens_per_turn, left),
+            },
+        )
+        if not isinstance(outcome, Completion):
+            run.stop_reason = "request failed"
+            break
+        record = _turn_record(turn, step, outcome)
+        run.turns.append(record)
+        run.tool_calls.update(record.tool_calls)
+        run.invalid_calls.update(problem["kind"] for problem in record.invalid)
+        if outcome.finish_reason == "length":
+            run.stop_reason = "truncated"
+            break
+        calls = outcome.tool_calls or []
+        if not calls:
+            idle += 1
+            if idle >= IDLE_TURNS:
+                run.stop_reason = "no tool call"
+                break
+            messages = [*messages, outcome.as_history_message(), {"role": "user", "content": NUDGE}]
+            continue
+        idle = 0
+        action = json.dumps([[call["function"].get("name"), call["function"].get("arguments")] for call in calls])
+        if action == previous_action:
+            run.stop_reason = "repeated action"
+            break
+        previous_action = action
+        results, finished = await _execute_calls(calls, workspace, record)
+        messages = [*messages, outcome.as_history_message(), *results]
+        if finished:
+            run.stop_reason = "finished"
+            break
+    hidden = await workspace.hidden_tests(task.hidden)
+    run.solved = hidden.passed
+    run.hidden_tests = hidden.reason
+    return run
+
+
+def task_prompt(task: AgentTask) -> str:
+    return f"Task {task.id}\n\n{task.statement}\n\nThe repository's visible tests are in tests/."
+
+
+async def _execute_calls(
+    calls: list[dict[str, Any]], workspace: Workspace, record: TurnRecord
+) -> tuple[list[dict[str, Any]], bool]:
+    """Tool messages for every call, in order; invalid calls get an error message back."""
+    results: list[dict[str, Any]] = []
+    finished = False
+    for call in calls:
+        name = str(call["function"].get("name"))
+        arguments, problem = _valid_arguments(name, call["function"].get("arguments"))
+        if arguments is None:
+            text = f"error: {problem}"
+        elif name == FINISH:
+            finished = True
+            text = "finished"
+        else:
+            result = await workspace.call(name, arguments)
+            if result.refused is not None:
+                record.refused.append(result.refused)
+            text = result.text
+        results.append({"role": "tool", "tool_call_id": call.get("id"), "content": text})
+    return results, finished
+
+
+def _valid_arguments(name: str, raw: Any) -> tuple[dict[str, Any] | None, str]:
+    if name not in TOOLS_BY_NAME:
+        return None, f"unknown tool {name!r}; the tools are {', '.join(TOOLS_BY_NAME)}"
+    arguments, error = parse_arguments(raw)
+    if arguments is None:
+        return None, f"the arguments are not a JSON object: {error}"
+    errors = schema_errors(TOOLS_BY_NAME[name]["function"]["parameters"], arguments)
+    if errors:
+        return None, f"the arguments do not fit the schema of {name}: {'; '.join(errors[:3])}"
+    return arguments, ""
+
+
+def _turn_record(turn: int, step: str, completion: Completion) -> TurnRecord:
+    usage = completion.usage or {}
+    calls = completion.tool_calls or []
+    invalid: list[dict[str, str]] = []
+    for call in calls:
+        name = str(call["function"].get("name"))
+        arguments, problem = _valid_arguments(name, call["function"].get("arguments"))
+        if arguments is None:
+            kind = (
+                "unknown tool"
+                if name not in TOOLS_BY_NAME
+                else "bad JSON"
+                if problem.startswith("the arguments are not")
+                else "schema violation"
+            )
+            invalid.append({"kind": kind, "detail": problem})
+    markup = find_markup(completion.content)
+    if markup:
+        invalid.append({"kind": "markup in content", "detail": ", ".join(markup)})
+    reports = detect_output(completion.reasoning, completion.content)
+    looping_part = next((part for part, report in reports.items() if report.looping), None)
+    return TurnRecord(
+        turn=turn,
+        step=step,
+        finish_reason=completion.finish_reason,
+        prompt_tokens=usage.get("prompt_tokens"),
+        output_tokens=usage.get("completion_tokens"),
+        tool_calls=[str(call["function"].get("name")) for call in calls],
+        invalid=invalid,
+        refused=[],
+        looping=looping_part is not None,
+        looping_part=looping_part,
+    )

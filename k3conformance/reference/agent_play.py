@@ -1,0 +1,133 @@
+"""The reference deployment playing the coding agent: a scripted solution path per task.
+
+A request is an agent turn when it declares the agent's tools and its first user message
+names a task of `fixtures/agentic_coding/` ("Task ID"). The script is what a competent
+agent does: list the files, read the ones it will change and the visible tests, make the
+change (an `edit_file` of one function for a bug fix, a `write_file` of each whole file
+otherwise), run the tests, finish. Which step comes next is the number of assistant turns
+already in the history, so a conversation replays identically.
+
+Whether the change is right is drawn once per (task, seed) at the profile's accuracy (as
+the other suites' answers are); a wrong change is a plausible no-op (a comment on the
+function, the old file written back), so the hidden tests fail for a reason in the files.
+
+Thinking grows with the work: a turn that writes code first drafts, reviews and revises it
+in its reasoning (`_DRAFTS` times the code's length) on top of the effort's usual share. That is what makes a long-output turn long,
+and only the length of outputs and contexts decides where a faulty kernel loops
+(`faults.falls_into_loop`): this module knows nothing of faults.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from k3conformance.agent.tasks import VISIBLE_TESTS, AgentTask, load_tasks
+from k3conformance.reference.prose import count_tokens
+from k3conformance.reference.values import ChatRequest
+
+AGENT_TOOLS = frozenset({"list_files", "read_file", "write_file", "edit_file", "run_tests", "finish"})
+_TASK_LINE = re.compile(r"^Task (\S+)$", re.MULTILINE)
+# A reasoning model drafts the code it writes in its thinking, checks it and revises it.
+_DRAFTS = 3
+# Thinking of a turn, as a share of the effort's usual length, before any code it writes.
+_THINKING_SHARE: Mapping[str, float] = {
+    "list_files": 1.0,
+    "read_file": 0.3,
+    "edit_file": 0.5,
+    "write_file": 0.5,
+    "run_tests": 0.3,
+    "finish": 0.2,
+}
+
+
+@dataclass(frozen=True)
+class AgentAction:
+    name: str
+    arguments: Mapping[str, Any]
+    # Words of thinking before the call: the usual share plus drafts of the code it writes.
+    thinking_words: int
+
+    @property
+    def arguments_json(self) -> str:
+        return json.dumps(dict(self.arguments), ensure_ascii=False)
+
+
+def agent_task(request: ChatRequest) -> AgentTask | None:
+    """The task this request works on, when it is an agent turn."""
+    if not {tool.name for tool in request.tools} >= AGENT_TOOLS:
+        return None
+    first_user = next((message for message in request.messages if message.get("role") == "user"), None)
+    content = first_user.get("content") if first_user else None
+    match = _TASK_LINE.search(content) if isinstance(content, str) else None
+    if match is None:
+        return None
+    return _tasks_by_id().get(match.group(1))
+
+
+def next_action(request: ChatRequest, task: AgentTask, correct: bool, effort_words: int) -> AgentAction:
+    """The script's step after the assistant turns already in the history (the last step,
+    `finish`, again if the history is longer than the script)."""
+    done = sum(1 for message in request.messages if message.get("role") == "assistant")
+    script = _script(task, correct)
+    name, arguments = script[min(done, len(script) - 1)]
+    written = count_tokens(str(arguments.get("content", ""))) + count_tokens(str(arguments.get("new", "")))
+    return AgentAction(name, arguments, round(effort_words * _THINKING_SHARE[name]) + _DRAFTS * written)
+
+
+def _script(task: AgentTask, correct: bool) -> list[tuple[str, Mapping[str, Any]]]:
+    existing = [path for path in task.changed_paths() if path in task.start]
+    reads = [*existing, VISIBLE_TESTS] if VISIBLE_TESTS not in existing else existing
+    steps: list[tuple[str, Mapping[str, Any]]] = [("list_files", {})]
+    steps += [("read_file", {"path": path}) for path in reads]
+    steps += _changes(task, correct)
+    steps += [("run_tests", {}), ("finish", {"summary": f"Done with {task.id}."})]
+    return steps
+
+
+def _changes(task: AgentTask, correct: bool) -> list[tuple[str, Mapping[str, Any]]]:
+    if task.kind == "bugfix":
+        (path,) = task.changed_paths()
+        old, new = _changed_block(task.start[path], task.solution[path])
+        if not correct:
+            first, _, rest = old.partition("\n")
+            new = f"{first}  # checked: looks right\n{rest}" if rest else f"{first}  # checked: looks right"
+        return [("edit_file", {"path": path, "old": old, "new": new})]
+    if correct:
+        return [("write_file", {"path": path, "content": task.solution[path]}) for path in task.changed_paths()]
+    # A wrong attempt rewrites the files it would change as they were.
+    return [
+        ("write_file", {"path": path, "content": task.start[path]})
+        for path in task.changed_paths()
+        if path in task.start
+    ]
+
+
+def _changed_block(start: str, solution: str) -> tuple[str, str]:
+    """The lines that differ, with one line of context on each side and more until the old
+    text occurs only once: what an agent puts into an exact-match edit."""
+    before, after = start.splitlines(), solution.splitlines()
+    opcodes = [
+        op for op in difflib.SequenceMatcher(a=before, b=after, autojunk=False).get_opcodes() if op[0] != "equal"
+    ]
+    low_a, high_a = opcodes[0][1], opcodes[-1][2]
+    low_b, high_b = opcodes[0][3], opcodes[-1][4]
+    for context in range(1, len(before) + 1):
+        first_a, first_b = max(0, low_a - context), max(0, low_b - context)
+        old = "\n".join(before[first_a : high_a + context])
+        if start.count(old) == 1:
+            return old, "\n".join(after[first_b : high_b + context])
+    raise ValueError("no unique edit turns the start into the solution")
+
+
+_cache: dict[str, AgentTask] = {}
+
+
+def _tasks_by_id() -> Mapping[str, AgentTask]:
+    if not _cache:
+        _cache.update({task.id: task for task in load_tasks().tasks})
+    return _cache

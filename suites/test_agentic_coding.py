@@ -1,0 +1,96 @@
+"""Long-output agentic coding: the model works on a small Python repository through tools
+(list, read, write and edit files, run the tests, finish) for as many turns as it needs,
+and hidden tests score what it leaves. 50 tasks (`fixtures/agentic_coding/`: bug fixes,
+features across two files, refactors, whole modules written from their docstrings).
+
+This is where the published K3 regression showed (EP32 with a fused MoE kernel: outputs
+past tens of thousands of tokens loop until the limit): long outputs and growing contexts.
+The loop and its tools: `k3conformance/agent/`; every tool call runs in the sandbox (only
+with bubblewrap's filesystem isolation, unless --k3-agent-unisolated). An accuracy suite:
+an unsolved task is a data point for the gate; the tool-call checks inside the loop are
+conformance checks (`k3conformance/checks/agentic_coding.py`).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import pytest
+
+from k3conformance import Exchange, ItemScore, Probe, ProbeResult, settings_of
+from k3conformance.agent.isolation import agent_isolation
+from k3conformance.agent.loop import AgentBudget, AgentRun, run_agent
+from k3conformance.agent.tasks import AgentTask, TaskSet, load_tasks
+from k3conformance.agent.tools import TOOLS_BY_NAME, Workspace
+from k3conformance.checks.agentic_coding import check_tool_calls_conform
+from k3conformance.scoring.sandbox import SandboxPool
+
+SUITE = "agentic_coding"
+MAX_TOKENS = 65536
+
+
+@lru_cache(maxsize=1)
+def sandbox_pool() -> SandboxPool:
+    return SandboxPool()
+
+
+def _probe(tasks: TaskSet, task: AgentTask) -> Probe:
+    async def conversation(exchange: Exchange) -> None:
+        settings = exchange.settings
+        isolation = agent_isolation(settings.agent_unisolated)
+        if not isolation.allowed:
+            exchange.note("refused", isolation.refusal())
+            return
+        budget = AgentBudget(
+            turns=settings.agent_turns,
+            output_tokens=settings.agent_tokens,
+            wall_seconds=settings.agent_wall_time,
+            max_tokens_per_turn=settings.max_tokens or MAX_TOKENS,
+        )
+        exchange.note("agent", await run_agent(exchange, task, Workspace(task.start, sandbox_pool()), budget))
+
+    return Probe(
+        SUITE,
+        task.id,
+        conversation=conversation,
+        max_tokens=MAX_TOKENS,
+        data={"dataset": tasks.name, "dataset_sha256": tasks.sha256},
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "probe" in metafunc.fixturenames:
+        limit = settings_of(metafunc.config).limit
+        tasks = load_tasks()
+        probes = [_probe(tasks, task) for task in tasks.tasks[:limit]]
+        metafunc.parametrize("probe", probes, ids=str)
+
+
+def _runs(k3_result: ProbeResult) -> list[tuple[int, AgentRun]]:
+    runs = []
+    for sample in k3_result.samples:
+        if "refused" in sample.notes:
+            pytest.skip(sample.notes["refused"])
+        # A rejected request (4xx) fails here, as an api fault, before anything is scored.
+        for step in sample.outcomes:
+            k3_result.completion(step, sample.sample)
+        runs.append((sample.sample, sample.notes["agent"]))
+    return runs
+
+
+def test_task_solved(probe: Probe, k3_result: ProbeResult, k3_score: ItemScore) -> None:
+    for _, run in _runs(k3_result):
+        k3_score.add(
+            float(run.solved),
+            answered=bool(run.turns),
+            truncated=run.truncated,
+            output_tokens=run.output_tokens,
+            looping=run.looping,
+            outcome=run.hidden_tests,
+            agent=run.to_record(),
+        )
+
+
+def test_tool_calls_conform(probe: Probe, k3_result: ProbeResult) -> None:
+    for sample, run in _runs(k3_result):
+        check_tool_calls_conform([k3_result.completion(step, sample) for step in run.steps], TOOLS_BY_NAME)
