@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from k3conformance.checks import api_surface, reasoning, smoke, tool_calls
+from k3conformance.checks import reasoning, smoke, structured_output, tool_calls
 from k3conformance.checks.failures import ConformanceFailure
 from k3conformance.endpoint.completion import Completion, StreamStats
 
@@ -95,8 +95,8 @@ def test_arguments_that_are_not_json_blame_the_parser() -> None:
 
 def test_a_leaked_think_block_breaking_response_format_blames_the_parser() -> None:
     leaked = completion('<|open|>think<|sep|>Let me think.<|close|>think<|sep|>{"a": 1}', None)
-    assert layer_of(api_surface.check_json_schema_content, leaked, {"type": "object"}, "plain") == "parser"
-    assert layer_of(api_surface.check_json_schema_content, completion("not json"), {"type": "object"}, "plain") == "api"
+    assert layer_of(structured_output.check_response_format_json_schema, leaked, {"type": "object"}, "plain") == "parser"
+    assert layer_of(structured_output.check_response_format_json_schema, completion("not json"), {"type": "object"}, "plain") == "api"
 
 
 # --- the smoke answer ---------------------------------------------------------------------------

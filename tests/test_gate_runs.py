@@ -67,7 +67,9 @@ def test_megamoe_candidate_fails_the_gate(gate_project: pytest.Pytester, monkeyp
     assert "gate: FAIL" in output
     verdict = gate_file(gate_project, "reference-ep32-megamoe")
     assert verdict["verdict"] == "FAIL" and verdict["fails"]
-    assert verdict["accuracy"]["agentic_coding"]["verdict"] == "FAIL"
+    # At 20 tasks the loss is large but not yet shown beyond the margin once Holm adjusts for
+    # every test of the gate; the loops are, and they fail the gate on their own.
+    assert verdict["accuracy"]["agentic_coding"]["verdict"] != "PASS"
     assert verdict["rates"]["agentic_coding"]["looping"]["verdict"] == "FAIL"
     assert verdict["rates"]["agentic_coding"]["looping"]["baseline_events"] == 0
     # The math check looks fine, as it did in the published report: its outputs are short.
