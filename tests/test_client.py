@@ -15,6 +15,13 @@ from k3conformance.reference.profiles import get_profile
 from k3conformance.reference.server import start_in_thread
 
 MESSAGES = [{"role": "user", "content": "hi"}]
+# A reference-deployment stream that asks for a usage frame.
+STREAM_WITH_USAGE = {
+    "model": "kimi-k3-simulator",
+    "messages": MESSAGES,
+    "stream": True,
+    "stream_options": {"include_usage": True},
+}
 
 
 def send(url: str, body: dict[str, Any], retries: int = 3) -> tuple[Completion | RequestError, int]:
@@ -60,14 +67,8 @@ def test_retries_run_out_into_an_infrastructure_error() -> None:
 def test_a_stream_that_ends_without_done_is_incomplete_and_retried(retries: int) -> None:
     # The reference profile cuts the first attempt right after the finish frame: what
     # follows it (the usage frame) is lost, so the stream must not count as an answer.
-    body = {
-        "model": "kimi-k3-simulator",
-        "messages": MESSAGES,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
     with start_in_thread(get_profile("stream-without-done")) as server:
-        outcome, attempts = send(server.url, body, retries=retries)
+        outcome, attempts = send(server.url, STREAM_WITH_USAGE, retries=retries)
     assert attempts == retries + 1
     if retries == 0:
         assert isinstance(outcome, RequestError) and outcome.error_class is ErrorClass.INFRA
@@ -81,14 +82,8 @@ def test_a_stream_with_finish_and_usage_but_no_done_is_the_apis_omission() -> No
     """Everything but [DONE] arrived: nothing the checks read is lost, so the completion is
     kept (the smoke suite's streaming_matches_non_streaming fails it, at the API layer) and not retried
     as an infrastructure error."""
-    body = {
-        "model": "kimi-k3-simulator",
-        "messages": MESSAGES,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
     with start_in_thread(get_profile("no-done-marker")) as server:
-        outcome, attempts = send(server.url, body, retries=2)
+        outcome, attempts = send(server.url, STREAM_WITH_USAGE, retries=2)
     assert attempts == 1
     assert isinstance(outcome, Completion) and outcome.usage is not None and outcome.finish_reason == "stop"
     assert outcome.stream is not None and not outcome.stream.done_marker
@@ -96,14 +91,8 @@ def test_a_stream_with_finish_and_usage_but_no_done_is_the_apis_omission() -> No
 
 
 def test_a_stream_cut_before_its_usage_frame_says_what_arrived() -> None:
-    body = {
-        "model": "kimi-k3-simulator",
-        "messages": MESSAGES,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
     with start_in_thread(get_profile("stream-without-done")) as server:
-        outcome, _ = send(server.url, body, retries=0)
+        outcome, _ = send(server.url, STREAM_WITH_USAGE, retries=0)
     assert isinstance(outcome, RequestError) and outcome.error_class is ErrorClass.INFRA
     assert "1 finish frame(s), no usage frame and no final data: [DONE]" in outcome.message
 
