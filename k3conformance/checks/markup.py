@@ -13,6 +13,16 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 
+# K3's markers, as SGLang's kimik3_format.py and vLLM's kimi_k3 parsers spell them.
+THINK_OPEN = "<|open|>think<|sep|>"
+THINK_CLOSE = "<|close|>think<|sep|>"
+RESPONSE_OPEN = "<|open|>response<|sep|>"
+RESPONSE_CLOSE = "<|close|>response<|sep|>"
+TOOLS_OPEN = "<|open|>tools<|sep|>"
+TOOLS_CLOSE = "<|close|>tools<|sep|>"
+CALL_CLOSE = "<|close|>call<|sep|>"
+MESSAGE_CLOSE = "<|close|>message<|sep|>"
+
 # Whole special tokens (<|open|>, <|close|>, <|sep|>, <|tool_call_begin|>, <|im_end|>, ...),
 # K2's think tags, and raw stop-token names.
 _WHOLE = r"<\|[A-Za-z0-9_]+\|>|</?think>|\bstop_\d{5,}\b"
@@ -89,10 +99,10 @@ def xtml_tool_call(name: str, index: int, arguments: Mapping[str, object]) -> st
         parts.append(
             f'<|open|>argument key="{_attribute(key)}" type="{xtml_type(value)}"<|sep|>{text}<|close|>argument<|sep|>'
         )
-    parts.append("<|close|>call<|sep|>")
+    parts.append(CALL_CLOSE)
     return "".join(parts)
 
 
 def xtml_tools_block(calls: Iterable[tuple[str, int, Mapping[str, object]]]) -> str:
     """K3's tools channel holding (name, index, arguments) calls."""
-    return "<|open|>tools<|sep|>" + "".join(xtml_tool_call(*call) for call in calls) + "<|close|>tools<|sep|>"
+    return TOOLS_OPEN + "".join(xtml_tool_call(*call) for call in calls) + TOOLS_CLOSE
