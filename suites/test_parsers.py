@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from k3conformance.checks.parsers import MODES, ParserCase, available_parsers, check_parser_case, load_corpus
+from k3conformance.checks.parsers import MODES, ParserCase, available_parsers, check_parser_reads_case, load_corpus
 
 CASES = load_corpus()
 PARSERS, _MISSING = available_parsers()
@@ -30,4 +30,4 @@ def _params() -> list[object]:
 
 @pytest.mark.parametrize(("parser_name", "case", "mode"), _params())
 def test_parser_reads_case(parser_name: str, case: ParserCase, mode: str) -> None:
-    check_parser_case(PARSERS[parser_name], case, mode)
+    check_parser_reads_case(PARSERS[parser_name], case, mode)

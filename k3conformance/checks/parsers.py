@@ -120,7 +120,7 @@ def matrix(parsers: dict[str, WireParser], cases: list[ParserCase]) -> Iterator[
                 yield case, name, mode, differences(parse_case(parser, case, mode), case.expected)
 
 
-def check_parser_case(parser: WireParser, case: ParserCase, mode: str) -> None:
+def check_parser_reads_case(parser: WireParser, case: ParserCase, mode: str) -> None:
     __tracebackhide__ = True
     found = differences(parse_case(parser, case, mode), case.expected)
     expect(

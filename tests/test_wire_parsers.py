@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from k3conformance.checks.failures import ConformanceFailure
-from k3conformance.checks.parsers import check_parser_case, corpus_path, load_corpus
+from k3conformance.checks.parsers import check_parser_reads_case, corpus_path, load_corpus
 from k3conformance.cli import main
 from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.parsers import Parsed, ParserSettings, ParserUnavailable, WireParser, make_parser
@@ -204,8 +204,8 @@ def test_a_parser_that_reads_a_case_wrongly_fails_with_the_parser_layer() -> Non
     # The model never closes its think block: the answer becomes reasoning.
     broken = dataclasses.replace(case, raw=case.raw.replace("<|close|>think<|sep|><|open|>response<|sep|>", "", 1))
     with pytest.raises(ConformanceFailure, match=r"\[layer: parser\].*content: expected"):
-        check_parser_case(make_parser("builtin"), broken, "stream")
-    check_parser_case(make_parser("builtin"), case, "stream")
+        check_parser_reads_case(make_parser("builtin"), broken, "stream")
+    check_parser_reads_case(make_parser("builtin"), case, "stream")
 
 
 def test_a_bad_corpus_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
