@@ -25,7 +25,17 @@ def _port(text: str) -> int:
     return value
 
 
+def _profile_name(text: str) -> str:
+    from k3conformance.reference.profiles import get_profile
+
+    try:
+        return get_profile(text).name
+    except KeyError as error:
+        raise argparse.ArgumentTypeError(str(error.args[0])) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from k3conformance.reference.parsers import PARSER_NAMES
     from k3conformance.reference.profiles import PROFILES
 
     parser = argparse.ArgumentParser(prog="k3conformance", description="Kimi K3 deployment conformance tools")
@@ -42,7 +52,20 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     profiles = ", ".join(f"{name} ({profile.description})" for name, profile in sorted(PROFILES.items()))
-    serve.add_argument("--profile", default="tp8", choices=sorted(PROFILES), help=f"Deployment profile: {profiles}")
+    serve.add_argument(
+        "--profile",
+        default="tp8",
+        type=_profile_name,
+        metavar="NAME[+PARSER]",
+        help=f"Deployment profile, optionally read by another parser (tp8+sglang): {profiles}",
+    )
+    serve.add_argument(
+        "--parser",
+        choices=PARSER_NAMES,
+        default=None,
+        help="The parser that reads the simulated raw K3 output: builtin (ours) or sglang (SGLang's own kimi_k3 "
+        "parsers, the sglang-parsers extra) (default: the profile's, builtin)",
+    )
     serve.add_argument("--host", default="127.0.0.1", help="Address to bind (default: 127.0.0.1)")
     serve.add_argument("--port", type=_port, default=0, help="Port to bind; 0 picks a free one (default: 0)")
     serve.add_argument(
@@ -59,7 +82,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="Reason about N bytes per answer at every effort, for load benchmarks (default: the profile's lengths)",
     )
     _add_compare(commands)
+    _add_parsers(commands)
     return parser
+
+
+def _add_parsers(commands: Any) -> None:
+    parsers = commands.add_parser(
+        "parsers",
+        help="Run every available K3 parser over a corpus of raw K3 outputs, without an endpoint",
+        description=(
+            "The parser matrix: each case of the corpus (raw K3 output and the OpenAI message it should become) "
+            "through every parser that loads here (builtin; sglang with the sglang-parsers extra), whole, in seeded "
+            "streaming steps and one character at a time. ok: as expected; DIFF: a disagreement; known: a "
+            "disagreement the corpus records for that parser version; fixed: a recorded one that is gone. "
+            "Exit status: 0 when every result is ok or known, 1 otherwise, 2 on bad input."
+        ),
+    )
+    parsers.add_argument(
+        "--corpus", type=Path, default=None, help="Corpus JSON file (default: fixtures/parsers/corpus.json)"
+    )
+    parsers.add_argument("--format", choices=("text", "json"), default="text", help="Report format (default: text)")
 
 
 def _add_compare(commands: Any) -> None:
@@ -98,7 +140,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(arguments)
     if arguments.command == "compare":
         return _compare(arguments)
+    if arguments.command == "parsers":
+        return _parsers(arguments)
     return 2
+
+
+def _parsers(arguments: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+
+    from k3conformance.checks.parsers import available_parsers, load_corpus, matrix_rows, matrix_text
+
+    try:
+        cases = load_corpus(arguments.corpus)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        print(f"k3conformance parsers: cannot read the corpus: {error!r}", file=sys.stderr)
+        return 2
+    parsers, missing = available_parsers()
+    rows = matrix_rows(parsers, cases)
+    if arguments.format == "json":
+        report = {"rows": [dataclasses.asdict(row) | {"verdict": row.verdict} for row in rows], "not_run": missing}
+        print(json.dumps(report, indent=1, ensure_ascii=False))
+    else:
+        print("\n".join(matrix_text(rows, missing)))
+    return 0 if all(row.verdict in ("ok", "known") for row in rows) else 1
 
 
 def _compare(arguments: argparse.Namespace) -> int:
@@ -128,14 +193,18 @@ def _compare(arguments: argparse.Namespace) -> int:
 
 def _serve(arguments: argparse.Namespace) -> int:
     from k3conformance.reference.identity import DEFAULT_MODEL_ID
-    from k3conformance.reference.profiles import get_profile
+    from k3conformance.reference.parsers import ParserUnavailable
+    from k3conformance.reference.profiles import get_profile, with_parser
     from k3conformance.reference.server import serve
 
+    profile = get_profile(arguments.profile)
+    if arguments.parser is not None:
+        profile = with_parser(profile, arguments.parser)
     try:
         serve(
             host=arguments.host,
             port=arguments.port,
-            profile=get_profile(arguments.profile),
+            profile=profile,
             latency_s=arguments.latency,
             # From the environment, never argv: command lines show up in process listings.
             api_key=os.environ.get(REFERENCE_API_KEY_ENV) or None,
@@ -147,6 +216,9 @@ def _serve(arguments: argparse.Namespace) -> int:
     except OSError as error:
         print(f"k3conformance serve: cannot listen on {arguments.host}:{arguments.port}: {error}", file=sys.stderr)
         return 1
+    except ParserUnavailable as error:
+        print(f"k3conformance serve: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         pass
     return 0

@@ -95,8 +95,15 @@ def test_arguments_that_are_not_json_blame_the_parser() -> None:
 
 def test_a_leaked_think_block_breaking_response_format_blames_the_parser() -> None:
     leaked = completion('<|open|>think<|sep|>Let me think.<|close|>think<|sep|>{"a": 1}', None)
-    assert layer_of(structured_output.check_response_format_json_schema, leaked, {"type": "object"}, "plain") == "parser"
-    assert layer_of(structured_output.check_response_format_json_schema, completion("not json"), {"type": "object"}, "plain") == "api"
+    assert (
+        layer_of(structured_output.check_response_format_json_schema, leaked, {"type": "object"}, "plain") == "parser"
+    )
+    assert (
+        layer_of(
+            structured_output.check_response_format_json_schema, completion("not json"), {"type": "object"}, "plain"
+        )
+        == "api"
+    )
 
 
 # --- the smoke answer ---------------------------------------------------------------------------

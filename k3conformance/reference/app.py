@@ -20,6 +20,7 @@ from aiohttp.typedefs import Handler, Middleware
 from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.answer_key import AnswerKey, default_fixtures_dir
 from k3conformance.reference.identity import DEFAULT_MODEL_ID, SIMULATOR_OWNER, SIMULATOR_WARNING, package_version
+from k3conformance.reference.parsers import make_parser
 from k3conformance.reference.prose import words_for_bytes
 from k3conformance.reference.simulator import Simulator
 from k3conformance.reference.transport import transport_faults_for
@@ -88,6 +89,7 @@ class _Routes:
         # State across requests lives here, not in the simulator, and only a faulty profile has any.
         self.prefix_cache = fault_hooks.prefix_cache_for(self.profile.faults)
         self.transport = transport_faults_for(self.profile.faults)
+        self.parser = make_parser(self.profile.parser, fault_hooks.parser_settings(self.profile.faults))
 
     async def models(self, request: web.Request) -> web.Response:
         model = {
@@ -112,8 +114,10 @@ class _Routes:
                 "served_model_name": self.model_id,
                 # The launch arguments of the layout the profile stands for, as SGLang reports them.
                 **_shape_server_args(self.profile.shape),
-                "reasoning_parser": "kimi_k3",
+                "reasoning_parser": "kimi_k3" if fault_hooks.parser_settings(self.profile.faults).reasoning else None,
                 "tool_call_parser": "kimi_k3",
+                # Which implementation reads the simulated raw output (reference/parsers).
+                "k3conformance_parser": {"name": self.parser.name, "version": self.parser.version},
                 "version": package_version(),
             }
         )
@@ -140,6 +144,9 @@ class _Routes:
             "created": int(time.time()),
             "model": self.model_id,
             "faults": self.profile.faults,
+            "parser": self.parser,
+            # Servers run the tool-call parser on requests that declare tools.
+            "parse_tools": bool(body.get("tools")),
         }
         if self.latency_s > 0:
             await asyncio.sleep(self.latency_s)

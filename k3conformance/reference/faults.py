@@ -9,9 +9,11 @@ is called from exactly one place:
 - `first_tool_call_index`: where this turn's tool-call id numbers start (simulator.py)
 - `tool_markup_without_tools`: tool calls made when no tools were declared (simulator.py)
 - `prefix_cache_for`: the only state kept across requests, owned by the app (app.py)
-- `on_completion`: model-level output, the same in both modes: reasoning split,
-  finish reasons, usage, tool-call names and arguments (simulator.py)
-- `on_message` / `on_stream`: the non-streaming message and the SSE frames (wire.py)
+- `on_completion`: model-level output, the same in both modes: finish reasons, usage,
+  tool-call ids (simulator.py)
+- `on_raw`: the raw K3 text the model emits, before any parser reads it (wire.py)
+- `parser_settings`: how the server's reasoning and tool-call parsers are configured (app.py)
+- `on_message` / `on_stream`: the server's non-streaming message and SSE frames (wire.py)
 - `falls_into_loop` / `looping_reasoning`: long outputs that loop until the token limit (simulator.py)
 
 The healthy profile has no faults, and every hook returns at its first test when it has
@@ -25,11 +27,12 @@ import hashlib
 import json
 import random
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from k3conformance.checks.markup import xtml_tools_block
-from k3conformance.reference.prose import chunk_words, count_tokens
+from k3conformance.checks.markup import RESPONSE_CLOSE, RESPONSE_OPEN, THINK_CLOSE, THINK_OPEN, xtml_tools_block
+from k3conformance.reference.parsers import ParserSettings
+from k3conformance.reference.prose import count_tokens
 from k3conformance.reference.values import ChatRequest, Completion, FixtureItem, Problem
 
 # wire.REASONING_FIELD; wire imports this module, so the name is repeated rather than imported.
@@ -37,8 +40,6 @@ _REASONING_CONTENT = "reasoning_content"
 _VLLM_REASONING = "reasoning"
 # K3 ends a turn with token 163586; a server that forgets to map it reports it raw.
 _RAW_STOP = "stop_163586"
-_MESSAGE_CLOSE = "<|close|>message<|sep|>"
-_MARKUP_WORDS_PER_DELTA = 4
 # A tool call streamed by stream-repeats-tool-name is cut into this many argument deltas.
 _ARGUMENT_PIECES = 3
 
@@ -127,19 +128,6 @@ def first_tool_call_index(faults: frozenset[str], calls_in_history: int) -> int:
 # --- raw tool-call markup --------------------------------------------------------------
 
 
-def _markup_of_call_objects(calls: Sequence[Mapping[str, Any]]) -> str:
-    # The XTML index is the number the server puts at the end of the id (functions.NAME:N).
-    return xtml_tools_block(
-        (call["function"]["name"], int(call["id"].rpartition(":")[2]), _argument_object(call["function"]["arguments"]))
-        for call in calls
-    )
-
-
-def _argument_object(arguments_json: str) -> dict[str, Any]:
-    arguments = json.loads(arguments_json)
-    return arguments if isinstance(arguments, dict) else {}
-
-
 def tool_markup_without_tools(
     faults: frozenset[str], request: ChatRequest, item: FixtureItem | None, first_index: int
 ) -> str | None:
@@ -207,32 +195,10 @@ def on_completion(faults: frozenset[str], completion: Completion) -> Completion:
     return completion
 
 
-def _reasoning_inline(completion: Completion) -> Completion:
-    # Without a reasoning parser the thinking block stays in the text, markers and all.
-    if not completion.reasoning:
-        return completion
-    inline = f"<|open|>think<|sep|>{completion.reasoning}<|close|>think<|sep|>{completion.content or ''}"
-    return dataclasses.replace(completion, reasoning="", content=inline, reasoning_tokens=0)
-
-
-def _k2_think_tags(completion: Completion) -> Completion:
-    if not completion.reasoning:
-        return completion
-    return dataclasses.replace(completion, reasoning=f"<think>{completion.reasoning}</think>")
-
-
 def _raw_stop_token(completion: Completion) -> Completion:
     if completion.finish_reason != "stop":
         return completion
     return dataclasses.replace(completion, finish_reason=_RAW_STOP)
-
-
-def _answer_in_reasoning(completion: Completion) -> Completion:
-    # The parser never sees the end of the thinking block, so the answer stays reasoning.
-    if completion.content is None:
-        return completion  # a tool-call turn: there is no text answer to swallow
-    reasoning = "\n".join(text for text in (completion.reasoning, completion.content) if text)
-    return dataclasses.replace(completion, reasoning=reasoning, content="", reasoning_tokens=count_tokens(reasoning))
 
 
 def _length_as_stop(completion: Completion) -> Completion:
@@ -262,34 +228,6 @@ def _token_after_eos(completion: Completion) -> Completion:
     )
 
 
-def _arguments_cut(completion: Completion) -> Completion:
-    # The argument block is closed one character early: the JSON loses its closing brace.
-    calls = tuple(dataclasses.replace(call, arguments=call.arguments[:-1]) for call in completion.tool_calls)
-    return dataclasses.replace(completion, tool_calls=calls)
-
-
-def _stringified_arguments(completion: Completion) -> Completion:
-    calls = tuple(
-        dataclasses.replace(call, arguments=_with_string_values(call.arguments)) for call in completion.tool_calls
-    )
-    return dataclasses.replace(completion, tool_calls=calls)
-
-
-def _with_string_values(arguments_json: str) -> str:
-    arguments = _argument_object(arguments_json)
-    as_strings = {
-        key: value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        for key, value in arguments.items()
-    }
-    return json.dumps(as_strings, ensure_ascii=False)
-
-
-def _prefixed_tool_names(completion: Completion) -> Completion:
-    # The parser keeps the `functions.` namespace of K3's call ids in the name.
-    calls = tuple(dataclasses.replace(call, name=f"functions.{call.name}") for call in completion.tool_calls)
-    return dataclasses.replace(completion, tool_calls=calls)
-
-
 def _one_id_for_all_calls(completion: Completion) -> Completion:
     # An id built from the turn rather than the call: parallel calls share it.
     if not completion.tool_calls:
@@ -301,18 +239,52 @@ def _one_id_for_all_calls(completion: Completion) -> Completion:
 
 
 _COMPLETION_EDITS: tuple[tuple[str, Callable[[Completion], Completion]], ...] = (
-    ("no-reasoning-parser", _reasoning_inline),
-    ("k2-think-tags", _k2_think_tags),
     ("raw-stop-token", _raw_stop_token),
-    ("empty-content", _answer_in_reasoning),
     ("length-reported-as-stop", _length_as_stop),
     ("usage-excludes-reasoning", _usage_without_reasoning),
     ("usage-ignores-reasoning", _usage_of_content_only),
     ("tokens-after-eos", _token_after_eos),
-    ("stringified-arguments", _stringified_arguments),
-    ("unparsed-arguments", _arguments_cut),
-    ("hallucinated-tool-name", _prefixed_tool_names),
     ("duplicate-tool-ids", _one_id_for_all_calls),
+)
+
+
+# --- the raw output and the parsers that read it ---------------------------------------
+
+
+def on_raw(faults: frozenset[str], raw: str) -> str:
+    """K3's raw output as a faulty model (or chat template) writes it."""
+    if not faults:
+        return raw
+    if "k2-think-tags" in faults and THINK_OPEN in raw:
+        # K2's template habits inside K3's think block: the reasoning itself is wrapped in <think> tags.
+        raw = raw.replace(THINK_OPEN, f"{THINK_OPEN}<think>", 1).replace(THINK_CLOSE, f"</think>{THINK_CLOSE}", 1)
+    if "empty-content" in faults and RESPONSE_OPEN in raw:
+        # The model never closes its think block: the answer is written inside it, so the
+        # reasoning parser reads it as reasoning and the content is empty.
+        raw = raw.replace(f"{THINK_CLOSE}{RESPONSE_OPEN}", "\n", 1).replace(RESPONSE_OPEN, "", 1)
+        raw = raw.replace(RESPONSE_CLOSE, "", 1)
+    if "hallucinated-tool-name" in faults:
+        # The model writes the `functions.` namespace of K2's call ids into the tool attribute.
+        raw = raw.replace('<|open|>call tool="', '<|open|>call tool="functions.')
+    return raw
+
+
+def parser_settings(faults: frozenset[str]) -> ParserSettings:
+    """How this deployment's parsers are configured (or which parser bug it has)."""
+    if not faults & _PARSER_FAULTS:
+        return _HEALTHY_PARSERS
+    return ParserSettings(
+        reasoning="no-reasoning-parser" not in faults,
+        recognises_calls="empty-tool-calls" not in faults,
+        typed_arguments="stringified-arguments" not in faults,
+        complete_arguments="unparsed-arguments" not in faults,
+        strips_message_close_in_streams="message-close-leak" not in faults,
+    )
+
+
+_HEALTHY_PARSERS = ParserSettings()
+_PARSER_FAULTS = frozenset(
+    {"no-reasoning-parser", "empty-tool-calls", "stringified-arguments", "unparsed-arguments", "message-close-leak"}
 )
 
 
@@ -323,12 +295,10 @@ def on_message(faults: frozenset[str], message: dict[str, Any]) -> dict[str, Any
     if not faults:
         return message
     if "no-reasoning-parser" in faults:
+        # A server started without a reasoning parser never writes the field at all.
         message = {key: value for key, value in message.items() if key != _REASONING_CONTENT}
     if "reasoning-field-vllm" in faults:
         message = _renamed(message, _REASONING_CONTENT, _VLLM_REASONING)
-    if "empty-tool-calls" in faults and message.get("tool_calls"):
-        content = (message["content"] or "") + _markup_of_call_objects(message["tool_calls"])
-        message = {**message, "content": content, "tool_calls": []}
     return message
 
 
@@ -394,11 +364,6 @@ def _vllm_reasoning_field(chunks: list[Chunk]) -> list[Chunk]:
     return chunks
 
 
-def _leak_message_close(chunks: list[Chunk]) -> list[Chunk]:
-    finish = _finish_position(chunks)
-    return [*chunks[:finish], _chunk_like(chunks[finish], {"content": _MESSAGE_CLOSE}), *chunks[finish:]]
-
-
 def _null_reasoning(chunks: list[Chunk]) -> list[Chunk]:
     # SGLang 39898: the reasoning text is lost and every delta says so with a null field.
     kept = [chunk for chunk in chunks if not _delta_has(chunk, _REASONING_CONTENT)]
@@ -425,21 +390,6 @@ def _content_first(chunks: list[Chunk]) -> list[Chunk]:
     # sorted() is stable: content keeps its order, then reasoning keeps its order, in the same slots.
     texts = iter(sorted((chunk for chunk in chunks if is_text(chunk)), key=lambda c: not _delta_has(c, "content")))
     return [next(texts) if is_text(chunk) else chunk for chunk in chunks]
-
-
-def _tool_calls_as_content(chunks: list[Chunk]) -> list[Chunk]:
-    # MoonshotAI Kimi-K2 issue 26: the parser misses the calls and streams their markup as text.
-    call_positions = [position for position, chunk in enumerate(chunks) if _delta_has(chunk, "tool_calls")]
-    if not call_positions:
-        return chunks
-    calls = [call for position in call_positions for call in chunks[position]["choices"][0]["delta"]["tool_calls"]]
-    template = chunks[call_positions[0]]
-    markup = chunk_words(_markup_of_call_objects(calls), _MARKUP_WORDS_PER_DELTA)
-    replacement = [_chunk_like(template, {"content": piece}) for piece in markup]
-    replacement.append(_chunk_like(template, {"tool_calls": []}))
-    rest = [chunk for position, chunk in enumerate(chunks) if position not in call_positions]
-    first = call_positions[0]
-    return [*rest[:first], *replacement, *rest[first:]]
 
 
 def _colliding_indexes(chunks: list[Chunk]) -> list[Chunk]:
@@ -471,12 +421,10 @@ def _pieces(text: str, count: int) -> list[str]:
 
 _STREAM_EDITS: tuple[tuple[str, Callable[[list[Chunk]], list[Chunk]]], ...] = (
     ("reasoning-field-vllm", _vllm_reasoning_field),
-    ("message-close-leak", _leak_message_close),
     ("null-reasoning-stream", _null_reasoning),
     ("double-finish", _second_finish),
     ("no-stream-usage", _without_usage),
     ("content-before-reasoning", _content_first),
-    ("empty-tool-calls", _tool_calls_as_content),
     ("parallel-index-collision", _colliding_indexes),
     ("stream-repeats-tool-name", _tool_name_in_every_delta),
     ("no-done-marker", _without_done),

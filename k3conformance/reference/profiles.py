@@ -11,6 +11,7 @@ import dataclasses
 from types import MappingProxyType
 
 from k3conformance.reference.catalogue import FAULTS
+from k3conformance.reference.parsers import PARSER_NAMES
 from k3conformance.reference.values import Profile, ProfileKind
 
 _TP8 = Profile(
@@ -78,8 +79,26 @@ def profiles_of_kind(kind: ProfileKind) -> list[str]:
 
 
 def get_profile(name: str) -> Profile:
+    """A profile by name; `NAME+PARSER` (`tp8+sglang`) is that profile read by another parser."""
+    base_name, _, parser = name.partition("+")
     try:
-        return PROFILES[name]
+        profile = PROFILES[base_name]
     except KeyError:
         known = ", ".join(sorted(PROFILES))
-        raise KeyError(f"unknown reference profile {name!r}; known profiles: {known}") from None
+        raise KeyError(f"unknown reference profile {base_name!r}; known profiles: {known}") from None
+    return with_parser(profile, parser) if parser else profile
+
+
+def with_parser(profile: Profile, parser: str) -> Profile:
+    if parser not in PARSER_NAMES:
+        raise KeyError(f"unknown parser {parser!r} in reference profile; known parsers: {', '.join(PARSER_NAMES)}")
+    if parser == profile.parser:
+        return profile
+    # Sampled as the profile itself, so that only the parser differs between the two.
+    return dataclasses.replace(
+        profile,
+        base=profile.base or profile.name,
+        name=f"{profile.name}+{parser}",
+        description=f"{profile.description}; read by the {parser} parser",
+        parser=parser,
+    )

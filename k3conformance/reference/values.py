@@ -127,6 +127,8 @@ class Profile:
     suite_accuracy: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     # The registry shape (k3conformance.endpoint.shapes) whose server arguments /get_server_info reports.
     shape: str = "tp8"
+    # The parser that reads the model's raw output (reference/parsers): `builtin` or a real one.
+    parser: str = "builtin"
 
     def __post_init__(self) -> None:
         if not all(0.0 <= value <= 1.0 for value in (self.accuracy, *self.suite_accuracy.values())):

@@ -1,4 +1,10 @@
-"""A Completion as SGLang/vLLM put it on the wire: a chat.completion object or SSE chunk frames."""
+"""A Completion as SGLang/vLLM put it on the wire: K3's raw output read by the profile's
+parser, then a chat.completion object or SSE chunk frames.
+
+What the model says (reasoning, answer, calls, finish reason, token counts) comes from the
+simulator; what the client sees of the text comes from running a parser on the raw output,
+whole or one seeded streaming step at a time, so that parsing faults are the parser's.
+"""
 
 from __future__ import annotations
 
@@ -8,35 +14,62 @@ from json.encoder import encode_basestring_ascii as encode_json_string
 from typing import Any
 
 from k3conformance.reference import faults as fault_hooks
-from k3conformance.reference.prose import chunk_words
-from k3conformance.reference.values import Completion, ToolCall
+from k3conformance.reference.parsers import Parsed, ParsedCall, WireParser
+from k3conformance.reference.prose import count_tokens
+from k3conformance.reference.raw_output import render, token_pieces
+from k3conformance.reference.values import Completion
 
 # SGLang's name for the reasoning field (vLLM has used both this and `reasoning`).
 REASONING_FIELD = "reasoning_content"
-WORDS_PER_DELTA = 4
 
 
-def usage_object(completion: Completion) -> dict[str, Any]:
+def raw_output(completion: Completion, faults: frozenset[str]) -> str:
+    """What the model emits for `completion`, raw-text faults included."""
+    return fault_hooks.on_raw(faults, render(completion))
+
+
+def usage_object(completion: Completion, parsed_reasoning: str) -> dict[str, Any]:
+    # Servers count reasoning tokens in what their reasoning parser returned.
     return {
         "prompt_tokens": completion.prompt_tokens,
         "completion_tokens": completion.completion_tokens,
         "total_tokens": completion.prompt_tokens + completion.completion_tokens,
-        "completion_tokens_details": {"reasoning_tokens": completion.reasoning_tokens},
+        "completion_tokens_details": {"reasoning_tokens": count_tokens(parsed_reasoning)},
     }
 
 
-def _tool_call_object(call: ToolCall) -> dict[str, Any]:
-    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+def _tool_call_object(completion: Completion, position: int, call: ParsedCall) -> dict[str, Any]:
+    # Ids are the server's, numbered across the conversation; the parser only reads name and arguments.
+    ids = completion.tool_calls
+    call_id = ids[position].id if position < len(ids) else f"functions.{call.name}:{position}"
+    return {"id": call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+
+
+def _reported_calls(completion: Completion, calls: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    # A turn the model ended on a tool call whose calls the parser missed reports an empty list
+    # (MoonshotAI Kimi-K2 issue 26); otherwise no calls are reported as null.
+    if calls or completion.finish_reason == "tool_calls":
+        return calls
+    return None
 
 
 def completion_object(
-    completion: Completion, *, response_id: str, created: int, model: str, faults: frozenset[str]
+    completion: Completion,
+    *,
+    response_id: str,
+    created: int,
+    model: str,
+    faults: frozenset[str],
+    parser: WireParser,
+    parse_tools: bool,
 ) -> dict[str, Any]:
+    parsed = parser.parse(raw_output(completion, faults), tools=parse_tools)
+    calls = [_tool_call_object(completion, position, call) for position, call in enumerate(parsed.calls)]
     message = {
         "role": "assistant",
-        "content": completion.content,
-        REASONING_FIELD: completion.reasoning or None,
-        "tool_calls": [_tool_call_object(call) for call in completion.tool_calls] or None,
+        "content": parsed.content if parsed.content or not calls else None,
+        REASONING_FIELD: parsed.reasoning or None,
+        "tool_calls": _reported_calls(completion, calls),
     }
     choice = {
         "index": 0,
@@ -50,7 +83,7 @@ def completion_object(
         "created": created,
         "model": model,
         "choices": [choice],
-        "usage": usage_object(completion),
+        "usage": usage_object(completion, parsed.reasoning),
     }
 
 
@@ -62,12 +95,23 @@ def stream_frames(
     model: str,
     include_usage: bool,
     faults: frozenset[str],
+    parser: WireParser,
+    parse_tools: bool,
 ) -> Iterator[str]:
-    return fault_hooks.on_stream(faults, _healthy_frames(completion, response_id, created, model, include_usage))
+    steps = _parsed_steps(parser, raw_output(completion, faults), parse_tools)
+    frames = _frames(completion, steps, response_id, created, model, include_usage)
+    return fault_hooks.on_stream(faults, frames)
 
 
-def _healthy_frames(
-    completion: Completion, response_id: str, created: int, model: str, include_usage: bool
+def _parsed_steps(parser: WireParser, raw: str, parse_tools: bool) -> Iterator[Parsed]:
+    stream = parser.stream(tools=parse_tools)
+    for piece in token_pieces(raw):
+        yield stream.feed(piece)
+    yield stream.finish()
+
+
+def _frames(
+    completion: Completion, steps: Iterator[Parsed], response_id: str, created: int, model: str, include_usage: bool
 ) -> Iterator[str]:
     # Long outputs make thousands of frames, so everything constant about a frame is
     # encoded once and each frame only encodes its own text.
@@ -80,16 +124,28 @@ def _healthy_frames(
     yield frame('{"role":"assistant"}')
     text_tail = '},"logprobs":null,"finish_reason":null}]}\n\n'
     reasoning_head = f'{choice_head}{{"{REASONING_FIELD}":'
-    for piece in chunk_words(completion.reasoning, WORDS_PER_DELTA):
-        yield reasoning_head + encode_json_string(piece) + text_tail
-    if completion.content is not None:
-        content_head = f'{choice_head}{{"content":'
-        for piece in chunk_words(completion.content, WORDS_PER_DELTA) or [""]:
-            yield content_head + encode_json_string(piece) + text_tail
-    # K3's tool-call parser only emits a call once its arguments are complete.
-    for index, call in enumerate(completion.tool_calls):
-        yield frame(json.dumps({"tool_calls": [{"index": index, **_tool_call_object(call)}]}))
+    content_head = f'{choice_head}{{"content":'
+    reasoning: list[str] = []
+    content_sent = False
+    calls_sent = 0
+    for step in steps:
+        if step.reasoning:
+            reasoning.append(step.reasoning)
+            yield reasoning_head + encode_json_string(step.reasoning) + text_tail
+        if step.content:
+            content_sent = True
+            yield content_head + encode_json_string(step.content) + text_tail
+        # K3's tool-call parsers emit a call whole once its block closes.
+        for call in step.calls:
+            call_object = _tool_call_object(completion, calls_sent, call)
+            yield frame(json.dumps({"tool_calls": [{"index": calls_sent, **call_object}]}))
+            calls_sent += 1
+    if completion.content is not None and not content_sent:
+        yield content_head + '""' + text_tail  # an empty answer is still an answer
+    if completion.finish_reason == "tool_calls" and not calls_sent:
+        yield frame('{"tool_calls":[]}')
     yield frame("{}", completion.finish_reason)
     if include_usage:
-        yield f'data: {envelope[:-1]},"choices":[],"usage":{json.dumps(usage_object(completion))}}}\n\n'
+        usage = usage_object(completion, "".join(reasoning))
+        yield f'data: {envelope[:-1]},"choices":[],"usage":{json.dumps(usage)}}}\n\n'
     yield "data: [DONE]\n\n"

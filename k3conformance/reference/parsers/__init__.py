@@ -1,0 +1,83 @@
+"""Parsers that turn K3's raw output into OpenAI message fields, behind one protocol.
+
+`builtin` is ours (pure Python, always there). `sglang` runs SGLang's own `kimi_k3`
+reasoning and tool-call detectors (the `sglang-parsers` extra). The reference deployment
+renders what the model says as raw text (raw_output.py) and lets the profile's parser read
+it, so a parsing fault is a fault of the raw text or of the parser's configuration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+PARSER_NAMES = ("builtin", "sglang")
+
+
+@dataclass(frozen=True)
+class ParsedCall:
+    name: str
+    arguments: str  # JSON text
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What a parser made of some raw text: the whole output, or one streaming step's delta."""
+
+    reasoning: str = ""
+    content: str = ""
+    calls: tuple[ParsedCall, ...] = ()
+
+
+@dataclass(frozen=True)
+class ParserSettings:
+    """How the server's parsers are configured; the healthy defaults are K3's recipe.
+
+    The fields other than `reasoning` reproduce bugs of particular parser versions and are
+    honoured by the builtin parser only (a real parser has the bug or not).
+    """
+
+    # --reasoning-parser kimi_k3 given; without it the think block stays in the content.
+    reasoning: bool = True
+    # The tool-call parser recognises K3's calls; False: it passes the tools block through as text.
+    recognises_calls: bool = True
+    # Argument values typed by their XTML type attribute; False: every value stays a string.
+    typed_arguments: bool = True
+    # The arguments' JSON whole; False: the argument block is closed one character early and
+    # the JSON loses its closing brace.
+    complete_arguments: bool = True
+    # Streams drop the <|close|>message<|sep|> end marker (non-streaming parses always do).
+    strips_message_close_in_streams: bool = True
+
+
+class StreamingParse(Protocol):
+    def feed(self, piece: str) -> Parsed: ...
+
+    def finish(self) -> Parsed: ...
+
+
+class WireParser(Protocol):
+    name: str
+    version: str
+
+    def parse(self, raw: str, *, tools: bool) -> Parsed:
+        """The whole output; `tools`: whether the server runs the tool-call parser on this request."""
+        ...
+
+    def stream(self, *, tools: bool) -> StreamingParse: ...
+
+
+class ParserUnavailable(RuntimeError):
+    """A parser whose package is not installed, or that cannot reproduce the asked-for settings."""
+
+
+def make_parser(name: str, settings: ParserSettings = ParserSettings()) -> WireParser:
+    if name == "builtin":
+        from k3conformance.reference.parsers.builtin import BuiltinParser
+
+        return BuiltinParser(settings)
+    if name == "sglang":
+        from k3conformance.reference.parsers.sglang import SGLangParser
+
+        return SGLangParser(settings)
+    raise ParserUnavailable(f"unknown parser {name!r}; known parsers: {', '.join(PARSER_NAMES)}")

@@ -1,0 +1,162 @@
+"""Our own K3 parser: reasoning, content and tool calls from raw XTML, whole or a step at a time.
+
+It follows SGLang's kimi_k3 detectors where they agree with vLLM's: a call is emitted whole
+once `<|close|>call<|sep|>` arrives; string arguments stay raw text, other types are JSON
+(raw text when they do not parse); attribute values unescape `&quot;` and `&amp;`; a tools
+block still open when the output ends is dropped; a marker cut off at the end is dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Literal
+
+from k3conformance.checks.markup import (
+    MESSAGE_CLOSE,
+    RESPONSE_CLOSE,
+    RESPONSE_OPEN,
+    THINK_CLOSE,
+    THINK_OPEN,
+    TOOLS_CLOSE,
+    TOOLS_OPEN,
+)
+from k3conformance.reference.parsers import Parsed, ParsedCall, ParserSettings
+
+_CALL = re.compile(
+    r"<\|open\|>call\s+(?P<attrs>(?:(?!<\|sep\|>).)*?)<\|sep\|>(?P<body>.*?)<\|close\|>call<\|sep\|>", re.DOTALL
+)
+_ARGUMENT = re.compile(
+    r"<\|open\|>argument\s+(?P<attrs>(?:(?!<\|sep\|>).)*?)<\|sep\|>(?P<value>.*?)<\|close\|>argument<\|sep\|>",
+    re.DOTALL,
+)
+_ATTRIBUTE = re.compile(r'(?P<key>\w+)="(?P<value>[^"]*)"')
+
+Channel = Literal["think", "response", "loose", "tools"]
+_NEXT_CHANNEL = {THINK_OPEN: "think", THINK_CLOSE: "loose", RESPONSE_OPEN: "response", RESPONSE_CLOSE: "loose"}
+
+
+class BuiltinParser:
+    name = "builtin"
+    version = "k3conformance"
+
+    def __init__(self, settings: ParserSettings) -> None:
+        self.settings = settings
+
+    def parse(self, raw: str, *, tools: bool) -> Parsed:
+        scanner = _Scanner(self.settings, tools, streaming=False)
+        return _joined(scanner.feed(raw), scanner.finish())
+
+    def stream(self, *, tools: bool) -> _Scanner:
+        return _Scanner(self.settings, tools, streaming=True)
+
+
+def _joined(first: Parsed, second: Parsed) -> Parsed:
+    return Parsed(first.reasoning + second.reasoning, first.content + second.content, first.calls + second.calls)
+
+
+class _Scanner:
+    """A marker-by-marker reader: text goes to the current channel, markers switch channels,
+    and a possible marker cut at the end of what has arrived is held back until the next step."""
+
+    def __init__(self, settings: ParserSettings, tools: bool, *, streaming: bool) -> None:
+        self.settings = settings
+        self.channel: Channel = "loose"
+        markers = [RESPONSE_OPEN, RESPONSE_CLOSE, MESSAGE_CLOSE]
+        if settings.reasoning:
+            markers += [THINK_OPEN, THINK_CLOSE]
+        if tools and settings.recognises_calls:
+            markers.append(TOOLS_OPEN)
+        self.markers = tuple(markers)
+        self.leak_message_close = streaming and not settings.strips_message_close_in_streams
+        self.pending = ""
+        self.tools_text = ""
+        self.calls_sent = 0
+
+    def feed(self, piece: str) -> Parsed:
+        self.pending += piece
+        reasoning: list[str] = []
+        content: list[str] = []
+        calls: list[ParsedCall] = []
+
+        def emit(text: str) -> None:
+            (reasoning if self.channel == "think" else content).append(text)
+
+        while self.pending:
+            if self.channel == "tools":
+                self.tools_text += self.pending
+                self.pending = ""
+                end = self.tools_text.find(TOOLS_CLOSE)
+                if end != -1:
+                    self.pending = self.tools_text[end + len(TOOLS_CLOSE) :]
+                    self.tools_text = self.tools_text[:end]
+                calls += self._new_calls()
+                if end == -1:
+                    break
+                self.channel = "loose"
+                continue
+            start = self.pending.find("<|")
+            if start == -1:
+                # A last "<" may begin a marker that the next step completes.
+                held = 1 if self.pending.endswith("<") else 0
+                emit(self.pending[: len(self.pending) - held])
+                self.pending = self.pending[len(self.pending) - held :]
+                break
+            if start:
+                emit(self.pending[:start])
+                self.pending = self.pending[start:]
+            marker = next((m for m in self.markers if self.pending.startswith(m)), None)
+            if marker is None:
+                if any(m.startswith(self.pending) for m in self.markers):
+                    break  # the rest of a marker is still to come
+                emit("<|")
+                self.pending = self.pending[2:]
+                continue
+            self.pending = self.pending[len(marker) :]
+            if marker == TOOLS_OPEN:
+                self.channel, self.tools_text, self.calls_sent = "tools", "", 0
+            elif marker == MESSAGE_CLOSE:
+                if self.leak_message_close:
+                    content.append(marker)
+                self.channel = "loose"
+            else:
+                self.channel = _NEXT_CHANNEL[marker]  # type: ignore[assignment]
+        return Parsed("".join(reasoning), "".join(content), tuple(calls))
+
+    def finish(self) -> Parsed:
+        # A marker cut off by the end of the output is dropped; so is an unclosed tools block's rest.
+        self.pending = ""
+        return Parsed()
+
+    def _new_calls(self) -> list[ParsedCall]:
+        found = [self._call(match) for match in _CALL.finditer(self.tools_text)]
+        complete = [call for call in found if call is not None]
+        new = complete[self.calls_sent :]
+        self.calls_sent = len(complete)
+        return new
+
+    def _call(self, match: re.Match[str]) -> ParsedCall | None:
+        name = _attributes(match["attrs"]).get("tool", "")
+        if not name:
+            return None
+        arguments: dict[str, object] = {}
+        for argument in _ARGUMENT.finditer(match["body"]):
+            attributes = _attributes(argument["attrs"])
+            value = argument["value"]
+            typed = self.settings.typed_arguments and attributes.get("type", "string") != "string"
+            arguments[attributes.get("key", "")] = _json_or_raw(value) if typed else value
+        text = json.dumps(arguments, ensure_ascii=False)
+        return ParsedCall(name, text if self.settings.complete_arguments else text[:-1])
+
+
+def _attributes(text: str) -> dict[str, str]:
+    return {
+        match["key"]: match["value"].replace("&quot;", '"').replace("&amp;", "&") for match in _ATTRIBUTE.finditer(text)
+    }
+
+
+def _json_or_raw(value: str) -> object:
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
