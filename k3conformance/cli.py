@@ -59,11 +59,49 @@ def build_parser() -> argparse.ArgumentParser:
         help="Reason about N bytes per answer at every effort, for load benchmarks (default: the profile's lengths)",
     )
     _add_compare(commands)
+    _add_plan(commands)
     return parser
 
 
+def _add_margins_and_alpha(parser: argparse.ArgumentParser) -> None:
+    """The gate's level and margins, as `compare` and `plan` both take them."""
+    from k3conformance.options import alpha, suite_margins
+
+    parser.add_argument("--alpha", type=alpha, default=0.05, help="One-sided significance level (default: 0.05)")
+    parser.add_argument(
+        "--margin", type=non_negative_float, default=3.0, help="Accuracy points a suite may lose (default: 3)"
+    )
+    parser.add_argument("--margins", type=suite_margins, default=(), help="Per-suite margins: coding=3,math=2")
+
+
+def _add_plan(commands: Any) -> None:
+    plan = commands.add_parser(
+        "plan",
+        help="Print what a sequentially gated run against a stored baseline will cost, without an endpoint",
+        description=(
+            "Size the sequential gate from a stored baseline: per accuracy suite, the maximum items, the looks, "
+            "the expected items to a decision for no change and for a loss of twice the margin, and the minimum "
+            "detectable drop at the maximum. The spread of an unchanged deployment comes from an A/A pair (--aa, or "
+            "another complete run stored next to the baseline), else from several samples per item, else an "
+            "assumed 15% discordance. The header of a gated pytest run prints the same. Exit status: 0, or 2 on "
+            "bad input."
+        ),
+    )
+    plan.add_argument("baseline", metavar="BASELINE")
+    plan.add_argument("--aa", metavar="RUN", default=None, help="A second run of the baseline's shape: the A/A pair")
+    plan.add_argument(
+        "--results-dir", type=Path, default=Path("results"), help="Where shapes are stored (default: results)"
+    )
+    _add_margins_and_alpha(plan)
+    plan.add_argument("--looks", type=positive_int, default=5, help="Looks per suite (default: 5)")
+    plan.add_argument(
+        "--max-items", type=positive_int, default=None, help="Most items per suite (default: as the plan asks)"
+    )
+    plan.add_argument("--format", choices=("text", "json"), default="text", help="Output format (default: text)")
+
+
 def _add_compare(commands: Any) -> None:
-    from k3conformance.options import GATE_MODES, alpha, rate, suite_margins
+    from k3conformance.options import GATE_MODES, rate
 
     compare = commands.add_parser(
         "compare",
@@ -86,11 +124,7 @@ def _add_compare(commands: Any) -> None:
     compare.add_argument(
         "--gate", choices=GATE_MODES, default="warn", help="warn: INCONCLUSIVE passes; strict: it fails"
     )
-    compare.add_argument("--alpha", type=alpha, default=0.05, help="One-sided significance level (default: 0.05)")
-    compare.add_argument(
-        "--margin", type=non_negative_float, default=3.0, help="Accuracy points a suite may lose (default: 3)"
-    )
-    compare.add_argument("--margins", type=suite_margins, default=(), help="Per-suite margins: coding=3,math=2")
+    _add_margins_and_alpha(compare)
     compare.add_argument("--repetition-floor", type=rate, default=0.02, help="Looping rate floor (default: 0.02)")
     compare.add_argument("--truncation-floor", type=rate, default=0.05, help="Truncation rate floor (default: 0.05)")
     compare.add_argument(
@@ -106,7 +140,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(arguments)
     if arguments.command == "compare":
         return _compare(arguments)
+    if arguments.command == "plan":
+        return _plan(arguments)
     return 2
+
+
+def _plan(arguments: argparse.Namespace) -> int:
+    import json
+
+    from k3conformance.gate.plan import a_a_partner, plan_baseline, report_lines
+    from k3conformance.runs.stored import BaselineError, load_run
+
+    try:
+        baseline = load_run(arguments.baseline, arguments.results_dir)
+        partner = load_run(arguments.aa, arguments.results_dir) if arguments.aa else a_a_partner(baseline)
+    except BaselineError as error:
+        print(f"k3conformance plan: {error}", file=sys.stderr)
+        return 2
+    try:
+        plans = plan_baseline(baseline, arguments, partner)
+    except ValueError as error:
+        print(f"k3conformance plan: {error}", file=sys.stderr)
+        return 2
+    if arguments.format == "json":
+        print(json.dumps({"baseline": baseline.label, "suites": [plan.to_dict() for plan in plans]}, indent=2))
+    else:
+        print("\n".join(report_lines(baseline, arguments, plans)))
+    return 0
 
 
 def _compare(arguments: argparse.Namespace) -> int:

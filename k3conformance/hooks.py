@@ -66,6 +66,13 @@ def _load_baseline(settings: Settings) -> StoredRun:
         raise pytest.UsageError(f"--k3-baseline: {error}") from None
 
 
+def _sequential_plan(baseline: StoredRun, settings: Settings) -> list[str]:
+    """What a gated run will cost, as `k3conformance plan` prints it."""
+    from k3conformance.gate.plan import a_a_partner, plan_report
+
+    return plan_report(baseline, settings, a_a_partner(baseline))
+
+
 def _resolve_up_front(config: pytest.Config) -> bool:
     if config.option.collectonly:
         return False
@@ -169,6 +176,7 @@ class RunHooks:
             lines.append(
                 f"k3conformance: gating against the baseline {state.baseline.label} ({state.settings.gate} mode)"
             )
+            lines += [f"k3conformance: {line}" for line in _sequential_plan(state.baseline, state.settings)]
         return lines
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -345,6 +345,19 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "Truncation rate (finish_reason length) below which a significant rise is not a regression (default: 0.05)",
     ),
     OptionSpec(
+        "looks",
+        positive_int,
+        5,
+        "Looks per accuracy suite in the sequential plan sized from the baseline (default: 5)",
+    ),
+    OptionSpec(
+        "max_items",
+        positive_int,
+        None,
+        "Most items per accuracy suite in the sequential plan (default: what a power of 0.8 needs, capped at "
+        "the baseline's items)",
+    ),
+    OptionSpec(
         "resume",
         boolean,
         False,
@@ -387,6 +400,8 @@ class Settings:
     margins: tuple[tuple[str, float], ...]
     repetition_floor: float
     truncation_floor: float
+    looks: int
+    max_items: int | None
     resume: bool
 
 

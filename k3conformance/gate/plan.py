@@ -25,13 +25,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from scipy import optimize
+from scipy import optimize, stats
 
 from k3conformance.gate.monitors import MONITOR_ALPHA
 from k3conformance.gate.sequential import SequentialDesign, crossing_probabilities, design, spending_bounds
 from k3conformance.gate.statistics import POWER, ItemTotals
+from k3conformance.runs.records import STATUS_COMPLETE, SUMMARY_FILE, read_summary
+from k3conformance.runs.stored import StoredRun
 
 ASSUMED_DISCORDANCE = 0.15
 DEFAULT_LOOKS = 5
@@ -145,8 +147,6 @@ def plan_suite(
 
 
 def _z_sum(alpha: float) -> float:
-    from scipy import stats
-
     return float(stats.norm.isf(alpha) + stats.norm.ppf(POWER))
 
 
@@ -201,3 +201,81 @@ def plan_lines(plan: SuitePlan) -> list[str]:
         f"  minimum detectable drop at {chosen.max_items} items: {plan.min_detectable_drop * 100:.1f} pts "
         f"(a fixed-size run needs {plan.fixed_items_no_change} items for 80% PASS at no change)",
     ]
+
+
+def a_a_partner(baseline: StoredRun) -> StoredRun | None:
+    """Another complete run of the baseline's own shape, stored next to it: with the baseline, an A/A pair.
+
+    The newest such run that scored any item of the baseline's suites; None when there is none
+    (or the baseline was named by a file outside a shape folder, which has no neighbours)."""
+    if baseline.path is None:
+        return None
+    run_dir = baseline.path.parent
+    for other in sorted((p for p in run_dir.parent.iterdir() if p.is_dir() and p != run_dir), reverse=True):
+        summary = read_summary(other)
+        if summary is None or summary.get("status") != STATUS_COMPLETE:
+            continue
+        candidate = StoredRun(summary, other / SUMMARY_FILE)
+        if any(candidate.item_totals(suite).keys() & baseline.item_totals(suite).keys() for suite in _scored(baseline)):
+            return candidate
+    return None
+
+
+class PlanOptions(Protocol):
+    """The plan's options as the pytest plugin (Settings) and `k3conformance plan` both carry them; margins in points."""
+
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def margin(self) -> float: ...
+    @property
+    def margins(self) -> tuple[tuple[str, float], ...]: ...
+    @property
+    def looks(self) -> int: ...
+    @property
+    def max_items(self) -> int | None: ...
+
+
+def plan_baseline(baseline: StoredRun, options: PlanOptions, partner: StoredRun | None = None) -> list[SuitePlan]:
+    """A plan for every accuracy suite (suites with per-item scores) of the baseline."""
+    margins = dict(options.margins)
+    plans = []
+    for suite in _scored(baseline):
+        totals = baseline.item_totals(suite)
+        theirs = partner.item_totals(suite) if partner is not None and suite in _scored(partner) else None
+        spread = spread_from(totals, theirs, partner.label if partner is not None else None)
+        margin = margins.get(suite, options.margin) / 100
+        plans.append(
+            plan_suite(
+                suite,
+                totals,
+                spread,
+                margin=margin,
+                alpha=options.alpha,
+                looks=options.looks,
+                max_items=options.max_items,
+            )
+        )
+    return plans
+
+
+def plan_report(baseline: StoredRun, options: PlanOptions, partner: StoredRun | None = None) -> list[str]:
+    """The plan in words for every accuracy suite of the baseline; one line saying why when there is none."""
+    try:
+        plans = plan_baseline(baseline, options, partner)
+    except ValueError as error:
+        return [f"no sequential plan: {error}"]
+    return report_lines(baseline, options, plans)
+
+
+def report_lines(baseline: StoredRun, options: PlanOptions, plans: list[SuitePlan]) -> list[str]:
+    if not plans:
+        return ["no sequential plan: the baseline has no accuracy suite (no per-item scores)"]
+    lines = [f"sequential plan against the baseline {baseline.label} (α {options.alpha}, {options.looks} looks)"]
+    for plan in plans:
+        lines += plan_lines(plan)
+    return lines
+
+
+def _scored(run: StoredRun) -> list[str]:
+    return sorted(run.scored_suites())
