@@ -14,74 +14,15 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from collections import Counter
-from dataclasses import dataclass
 
 import pytest
+from sequential_simulation import DESIGN, Scenario, draw_pair, run
 
 from k3conformance.gate.monitors import AccuracyMonitor, RateMonitor
-from k3conformance.gate.plan import plan_suite, spread_from
-from k3conformance.gate.sequential import SequentialDesign
-from k3conformance.gate.sequential_suite import SequentialSuite
-from k3conformance.gate.statistics import FAIL, PASS, ItemTotals
+from k3conformance.gate.statistics import FAIL, PASS
 
-MARGIN = 0.03
 ALPHA = 0.05
-BASELINE_ACCURACY = 0.681
-RIGHT = ItemTotals(1, 1.0)
-WRONG = ItemTotals(1, 0.0)
-
-
-@dataclass(frozen=True)
-class Scenario:
-    # Probabilities that an item is right only on the baseline / only on the candidate.
-    baseline_only: float
-    candidate_only: float
-    # Probability that the candidate loops on an item (and gets it wrong).
-    looping: float = 0.0
-
-    @property
-    def discordance(self) -> float:
-        return self.baseline_only + self.candidate_only
-
-
-def _design() -> SequentialDesign:
-    many = {str(index): ItemTotals(1, 1.0) for index in range(5000)}
-    return plan_suite("coding", many, spread_from(many, None, None), margin=MARGIN, alpha=ALPHA).design
-
-
-DESIGN = _design()
-
-
-def _pair(scenario: Scenario, rng: random.Random) -> tuple[ItemTotals, ItemTotals, bool]:
-    draw = rng.random()
-    if draw < scenario.baseline_only:
-        pair = (RIGHT, WRONG)
-    elif draw < scenario.discordance:
-        pair = (WRONG, RIGHT)
-    else:
-        both = RIGHT if rng.random() < BASELINE_ACCURACY else WRONG
-        pair = (both, both)
-    looping = rng.random() < scenario.looping
-    return pair[0], (WRONG if looping else pair[1]), looping
-
-
-def run(scenario: Scenario, comparisons: int, seed: int = 0) -> tuple[Counter[str], float, Counter[str]]:
-    """(verdicts, mean items used, what stopped the suites) over seeded comparisons."""
-    verdicts: Counter[str] = Counter()
-    stopped_by: Counter[str] = Counter()
-    items = []
-    for index in range(comparisons):
-        rng = random.Random(seed * 1_000_003 + index)
-        suite = SequentialSuite(DESIGN, looping_floor=0.02, truncation_floor=0.05)
-        stop = None
-        while stop is None:
-            baseline, candidate, looping = _pair(scenario, rng)
-            stop = suite.add(baseline, candidate, looping=looping, truncated=looping)
-        verdicts[stop.verdict] += 1
-        stopped_by[stop.by] += 1
-        items.append(stop.items)
-    return verdicts, sum(items) / len(items), stopped_by
+MARGIN = 0.03
 
 
 def allowance(comparisons: int, rate: float = ALPHA) -> float:
@@ -173,7 +114,7 @@ def test_the_accuracy_monitor_stops_megamoe_and_rarely_fails_at_the_margin() -> 
         rng = random.Random(index)
         monitor = AccuracyMonitor(MARGIN)
         while True:
-            baseline, candidate, _ = _pair(Scenario(0.0, 0.0, looping=0.504), rng)
+            baseline, candidate, _ = draw_pair(Scenario(0.0, 0.0, looping=0.504), rng)
             if monitor.observe(candidate.mean - baseline.mean):
                 break
         stops.append(monitor.items)
@@ -187,7 +128,7 @@ def test_the_accuracy_monitor_stops_megamoe_and_rarely_fails_at_the_margin() -> 
         monitor = AccuracyMonitor(MARGIN)
         scenario = Scenario(0.09, 0.06)
         for _ in range(1109):
-            baseline, candidate, _ = _pair(scenario, rng)
+            baseline, candidate, _ = draw_pair(scenario, rng)
             if monitor.observe(candidate.mean - baseline.mean):
                 alarms += 1
                 break
@@ -210,7 +151,7 @@ def test_a_wald_sprt_that_assumes_the_discordance_is_not_valid() -> None:
         rng = random.Random(index)
         log_ratio = 0.0
         for _ in range(1109):
-            baseline, candidate, _ = _pair(Scenario(0.045, 0.015), rng)
+            baseline, candidate, _ = draw_pair(Scenario(0.045, 0.015), rng)
             if baseline.correct != candidate.correct:
                 log_ratio += up if baseline.correct > candidate.correct else down
             if log_ratio >= threshold:
