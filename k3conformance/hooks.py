@@ -134,6 +134,10 @@ def _run_gate(state: RunState, summary: dict[str, Any]) -> GateResult:
 
     assert state.baseline is not None
     result = gate(state.baseline, StoredRun(summary, state.run_dir), settings_for(state.settings))
+    if state.sequential is not None:
+        from k3conformance.gate.sequential_hooks import apply_sequential
+
+        apply_sequential(result, state.sequential)
     if state.run_dir.is_dir():
         write_reports(result, state.run_dir, state.baseline.summary, summary)
     return result
@@ -180,28 +184,21 @@ class RunHooks:
         return lines
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        """--k3-limit: keep the first N items of each suite."""
-        limit = self.state.settings.limit
-        if limit is None:
-            return
-        kept_items: dict[str, list[str]] = {}
-        selected: list[pytest.Item] = []
-        deselected: list[pytest.Item] = []
-        for item in items:
-            probe = probe_of(item)
-            if probe is None:
-                selected.append(item)
-                continue
-            chosen = kept_items.setdefault(probe.suite, [])
-            if probe.item in chosen or len(chosen) < limit:
-                if probe.item not in chosen:
-                    chosen.append(probe.item)
-                selected.append(item)
-            else:
-                deselected.append(item)
-        if deselected:
-            config.hook.pytest_deselected(items=deselected)
-            items[:] = selected
+        """--k3-limit: keep the first N items of each suite; then the sequential gate's committed order."""
+        _limit_items(config, items, self.state.settings.limit)
+        state = self.state
+        if state.baseline is not None and state.settings.sequential and state.role == "single":
+            from k3conformance.gate.sequential_hooks import order_for_sequential_gate
+
+            state.sequential = order_for_sequential_gate(config, items, state)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Skip, before it waits for its requests, a test of a suite the sequential gate has stopped."""
+        if self.state.sequential is not None:
+            from k3conformance.gate.sequential_hooks import skip_if_stopped
+
+            skip_if_stopped(item, self.state.sequential)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -250,6 +247,10 @@ class RunHooks:
                 state.writer.write({"kind": "outcome", "nodeid": report.nodeid, "written_at": utc_now(), **value})
         if state.role != "worker":
             tally_report(state.tallies, report)
+        if state.sequential is not None:
+            from k3conformance.gate.sequential_hooks import feed_report
+
+            feed_report(state, report)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -320,3 +321,26 @@ class RunHooks:
                 yellow=True,
             )
         terminalreporter.write_line(f"gate reports: {self.state.run_dir}/gate.md, gate.json")
+
+
+def _limit_items(config: pytest.Config, items: list[pytest.Item], limit: int | None) -> None:
+    if limit is None:
+        return
+    kept_items: dict[str, list[str]] = {}
+    selected: list[pytest.Item] = []
+    deselected: list[pytest.Item] = []
+    for item in items:
+        probe = probe_of(item)
+        if probe is None:
+            selected.append(item)
+            continue
+        chosen = kept_items.setdefault(probe.suite, [])
+        if probe.item in chosen or len(chosen) < limit:
+            if probe.item not in chosen:
+                chosen.append(probe.item)
+            selected.append(item)
+        else:
+            deselected.append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = selected

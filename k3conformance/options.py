@@ -345,6 +345,14 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "Truncation rate (finish_reason length) below which a significant rise is not a regression (default: 0.05)",
     ),
     OptionSpec(
+        "sequential",
+        boolean,
+        True,
+        "With --k3-baseline, gate each accuracy suite sequentially: items in a committed seeded order, looks, "
+        "early stops that cancel the suite's remaining requests (default: on; --k3-sequential=off for a "
+        "fixed-size run)",
+    ),
+    OptionSpec(
         "looks",
         positive_int,
         5,
@@ -400,6 +408,7 @@ class Settings:
     margins: tuple[tuple[str, float], ...]
     repetition_floor: float
     truncation_floor: float
+    sequential: bool
     looks: int
     max_items: int | None
     resume: bool

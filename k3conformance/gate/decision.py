@@ -93,6 +93,8 @@ class GateResult:
     # Why the verdict is what it is, worst first.
     reasons: list[str] = field(default_factory=list)
     verdict: GateVerdict = PASS
+    # The sequential gate's path per suite (gate/sequential_run.py), when the run was gated sequentially.
+    sequential: dict[str, Any] | None = None
 
     def fails(self) -> bool:
         """Whether the session (or `compare`) must exit non-zero."""
@@ -116,6 +118,7 @@ class GateResult:
             "regressions": [vars(regression) for regression in self.regressions],
             "shape": vars(self.shape) if self.shape else None,
             "notes": self.notes,
+            "sequential": self.sequential,
         }
 
 
