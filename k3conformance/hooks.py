@@ -181,6 +181,12 @@ class RunHooks:
                 f"k3conformance: gating against the baseline {state.baseline.label} ({state.settings.gate} mode)"
             )
             lines += [f"k3conformance: {line}" for line in _sequential_plan(state.baseline, state.settings)]
+            if state.settings.sequential and state.role == "controller":
+                lines.append(
+                    "k3conformance: sequential gating runs in a single process only: under xdist the run is fixed-size"
+                )
+            elif not state.settings.sequential:
+                lines.append("k3conformance: --k3-sequential=off: a fixed-size run")
         return lines
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
