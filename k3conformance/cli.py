@@ -83,7 +83,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_compare(commands)
     _add_parsers(commands)
+    _add_plan(commands)
     return parser
+
+
+def _add_plan(commands: Any) -> None:
+    from k3conformance.options import GATE_OPTIONS, add_gate_arguments
+
+    plan = commands.add_parser(
+        "plan",
+        help="Print what a sequentially gated run against a stored baseline will cost, without an endpoint",
+        description=(
+            "Size the sequential gate from a stored baseline: per accuracy suite, the maximum items, the looks, "
+            "the expected items to a decision for no change and for a loss of twice the margin, and the minimum "
+            "detectable drop at the maximum. The spread of an unchanged deployment comes from an A/A pair (--aa, or "
+            "another complete run stored next to the baseline), else from several samples per item, else an "
+            "assumed 15% discordance. The header of a gated pytest run prints the same. Exit status: 0, or 2 on "
+            "bad input."
+        ),
+    )
+    plan.add_argument("baseline", metavar="BASELINE")
+    plan.add_argument("--aa", metavar="RUN", default=None, help="A second run of the baseline's shape: the A/A pair")
+    plan.add_argument(
+        "--results-dir", type=Path, default=Path("results"), help="Where shapes are stored (default: results)"
+    )
+    # The gate's options and the plan's from the one option table, as `compare` takes them.
+    add_gate_arguments(plan, (*GATE_OPTIONS, "looks", "max_items"))
+    plan.add_argument("--format", choices=("text", "json"), default="text", help="Output format (default: text)")
 
 
 def _add_parsers(commands: Any) -> None:
@@ -142,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _compare(arguments)
     if arguments.command == "parsers":
         return _parsers(arguments)
+    if arguments.command == "plan":
+        return _plan(arguments)
     return 2
 
 
@@ -164,6 +192,30 @@ def _parsers(arguments: argparse.Namespace) -> int:
     else:
         print("\n".join(matrix_text(rows, missing)))
     return 0 if all(row.verdict in ("ok", "known") for row in rows) else 1
+
+
+def _plan(arguments: argparse.Namespace) -> int:
+    import json
+
+    from k3conformance.gate.plan import a_a_partner, plan_baseline, report_lines
+    from k3conformance.runs.stored import BaselineError, load_run
+
+    try:
+        baseline = load_run(arguments.baseline, arguments.results_dir)
+        partner = load_run(arguments.aa, arguments.results_dir) if arguments.aa else a_a_partner(baseline)
+    except BaselineError as error:
+        print(f"k3conformance plan: {error}", file=sys.stderr)
+        return 2
+    try:
+        plans = plan_baseline(baseline, arguments, partner)
+    except ValueError as error:
+        print(f"k3conformance plan: {error}", file=sys.stderr)
+        return 2
+    if arguments.format == "json":
+        print(json.dumps({"baseline": baseline.label, "suites": [plan.to_dict() for plan in plans]}, indent=2))
+    else:
+        print("\n".join(report_lines(baseline, arguments, plans)))
+    return 0
 
 
 def _compare(arguments: argparse.Namespace) -> int:

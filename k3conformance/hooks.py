@@ -83,6 +83,13 @@ def _read_launch(path: Path, api_key: str | None) -> dict[str, Any]:
         raise pytest.UsageError(f"--k3-server-args: {error}") from None
 
 
+def _sequential_plan(baseline: StoredRun, settings: Settings) -> list[str]:
+    """What a gated run will cost, as `k3conformance plan` prints it."""
+    from k3conformance.gate.plan import a_a_partner, plan_report
+
+    return plan_report(baseline, settings, a_a_partner(baseline))
+
+
 def _resolve_up_front(config: pytest.Config) -> bool:
     if config.option.collectonly:
         return False
@@ -144,6 +151,10 @@ def _run_gate(state: RunState, summary: RunSummary) -> GateResult:
 
     assert state.baseline is not None
     result = gate(state.baseline, StoredRun(summary, state.run_dir), GateSettings.from_options(state.settings))
+    if state.sequential is not None:
+        from k3conformance.gate.sequential_hooks import apply_sequential
+
+        apply_sequential(result, state.sequential)
     if state.run_dir.is_dir():
         write_reports(result, state.run_dir, state.baseline.summary, summary)
     return result
@@ -187,6 +198,13 @@ class RunHooks:
                 f"k3conformance: gating against the baseline {state.baseline.label}, {state.baseline.origin} "
                 f"({state.settings.gate} mode)"
             )
+            lines += [f"k3conformance: {line}" for line in _sequential_plan(state.baseline, state.settings)]
+            if state.settings.sequential and state.role == "controller":
+                lines.append(
+                    "k3conformance: sequential gating runs in a single process only: under xdist the run is fixed-size"
+                )
+            elif not state.settings.sequential:
+                lines.append("k3conformance: --k3-sequential=off: a fixed-size run")
         if state.settings.save_baseline:
             lines.append(f"k3conformance: this run is stored as a baseline of shape {state.shape} if it completes")
         return lines
@@ -200,28 +218,21 @@ class RunHooks:
         return [f"k3conformance: {agent_isolation(self.state.settings.agent_unisolated).describe()}"]
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        """--k3-limit: keep the first N items of each suite."""
-        limit = self.state.settings.limit
-        if limit is None:
-            return
-        kept_items: dict[str, list[str]] = {}
-        selected: list[pytest.Item] = []
-        deselected: list[pytest.Item] = []
-        for item in items:
-            probe = probe_of(item)
-            if probe is None:
-                selected.append(item)
-                continue
-            chosen = kept_items.setdefault(probe.suite, [])
-            if probe.item in chosen or len(chosen) < limit:
-                if probe.item not in chosen:
-                    chosen.append(probe.item)
-                selected.append(item)
-            else:
-                deselected.append(item)
-        if deselected:
-            config.hook.pytest_deselected(items=deselected)
-            items[:] = selected
+        """--k3-limit: keep the first N items of each suite; then the sequential gate's committed order."""
+        _limit_items(config, items, self.state.settings.limit)
+        state = self.state
+        if state.baseline is not None and state.settings.sequential and state.role == "single":
+            from k3conformance.gate.sequential_hooks import order_for_sequential_gate
+
+            state.sequential = order_for_sequential_gate(config, items, state)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Skip, before it waits for its requests, a test of a suite the sequential gate has stopped."""
+        if self.state.sequential is not None:
+            from k3conformance.gate.sequential_hooks import skip_if_stopped
+
+            skip_if_stopped(item, self.state.sequential)
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         """Counted for the summary: a run that left tests out is a subset, not a baseline by accident."""
@@ -278,6 +289,10 @@ class RunHooks:
                 state.writer.write(record)
         if state.role != "worker":
             tally_report(state.tallies, report)
+        if state.sequential is not None:
+            from k3conformance.gate.sequential_hooks import feed_report
+
+            feed_report(state, report)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -351,3 +366,26 @@ class RunHooks:
                 yellow=True,
             )
         terminalreporter.write_line(f"gate reports: {self.state.run_dir}/gate.md, gate.json")
+
+
+def _limit_items(config: pytest.Config, items: list[pytest.Item], limit: int | None) -> None:
+    if limit is None:
+        return
+    kept_items: dict[str, list[str]] = {}
+    selected: list[pytest.Item] = []
+    deselected: list[pytest.Item] = []
+    for item in items:
+        probe = probe_of(item)
+        if probe is None:
+            selected.append(item)
+            continue
+        chosen = kept_items.setdefault(probe.suite, [])
+        if probe.item in chosen or len(chosen) < limit:
+            if probe.item not in chosen:
+                chosen.append(probe.item)
+            selected.append(item)
+        else:
+            deselected.append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = selected

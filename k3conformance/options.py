@@ -372,6 +372,27 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "recorded and compared when the server does not report them (vLLM, llama.cpp)",
     ),
     OptionSpec(
+        "sequential",
+        boolean,
+        True,
+        "With --k3-baseline, gate each accuracy suite sequentially: items in a committed seeded order, looks, "
+        "early stops that cancel the suite's remaining requests (default: on; --k3-sequential=off for a "
+        "fixed-size run)",
+    ),
+    OptionSpec(
+        "looks",
+        positive_int,
+        5,
+        "Looks per accuracy suite in the sequential plan sized from the baseline (default: 5)",
+    ),
+    OptionSpec(
+        "max_items",
+        positive_int,
+        None,
+        "Most items per accuracy suite in the sequential plan (default: what a power of 0.8 needs, capped at "
+        "the baseline's items)",
+    ),
+    OptionSpec(
         "resume",
         boolean,
         False,
@@ -438,6 +459,9 @@ class Settings:
     min_coverage: float
     save_baseline: bool
     server_args: Path | None
+    sequential: bool
+    looks: int
+    max_items: int | None
     resume: bool
     agent_turns: int
     agent_tokens: int
@@ -454,9 +478,9 @@ def option(name: str) -> OptionSpec[Any]:
     return next(spec for spec in OPTIONS if spec.name == name)
 
 
-def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
-    """The gate's options as plain arguments (`--alpha`, `--margin`, ...) of `k3conformance compare`."""
-    for name in GATE_OPTIONS:
+def add_gate_arguments(parser: argparse.ArgumentParser, names: tuple[str, ...] = GATE_OPTIONS) -> None:
+    """Options of the table as plain arguments (`--alpha`, `--margin`, ...) of `k3conformance compare` and `plan`."""
+    for name in names:
         spec = option(name)
         parser.add_argument(
             "--" + name.replace("_", "-"), dest=name, type=spec.parse, default=spec.default, help=spec.help

@@ -41,6 +41,7 @@ from k3conformance.runs.schema import DatasetEntry, RunStatus, RunSummary, Selec
 if TYPE_CHECKING:
     from k3conformance.endpoint.reference_process import ReferenceProcess
     from k3conformance.gate.decision import GateResult
+    from k3conformance.gate.sequential_run import SequentialRun
     from k3conformance.probes.runner import BackgroundLoop, Runner
     from k3conformance.runs.stored import StoredRun
 
@@ -102,6 +103,8 @@ class RunState:
     # The run gated against, loaded at configure time (controller or single process only).
     baseline: StoredRun | None = None
     gate_result: GateResult | None = None
+    # The sequential gate of this run's accuracy suites (single process with a baseline only).
+    sequential: SequentialRun | None = None
 
     @classmethod
     def for_process(cls, config: pytest.Config, settings: Settings) -> RunState:
@@ -239,6 +242,7 @@ class RunState:
             "requests": vars(self.stats),
             "suites": {name: tally.to_summary() for name, tally in sorted(self.tallies.items())},
             "datasets": self.datasets,
+            "sequential": self.sequential.to_summary() if self.sequential is not None else None,
             "plugin_version": __version__,
             "python": platform.python_version(),
             "pytest": pytest.__version__,

@@ -146,6 +146,8 @@ class GateResult:
     verdict: GateVerdict = PASS
     # Where the baseline came from and why it was taken.
     baseline_origin: str = ""
+    # The sequential gate's path per suite (gate/sequential_run.py), when the run was gated sequentially.
+    sequential: dict[str, Any] | None = None
 
     def fails(self) -> bool:
         """Whether the session (or `compare`) must exit non-zero."""
@@ -171,6 +173,7 @@ class GateResult:
             "regressions": [vars(regression) for regression in self.regressions],
             "shape": vars(self.shape) if self.shape else None,
             "notes": self.notes,
+            "sequential": self.sequential,
         }
 
 

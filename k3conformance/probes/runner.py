@@ -91,6 +91,8 @@ class _Plan:
     position: dict[ProbeKey, int] = field(default_factory=dict)
     users: dict[ProbeKey, int] = field(default_factory=dict)
     submitted_up_to: int = 0
+    # Probes the sequential gate no longer needs: never submitted, and cancelled if in flight.
+    cancelled: set[ProbeKey] = field(default_factory=set)
 
 
 class Runner:
@@ -145,7 +147,9 @@ class Runner:
         plan = self._plan
         horizon = min(len(plan.probes), position + self._window)
         while plan.submitted_up_to < horizon:
-            self._submit(plan.probes[plan.submitted_up_to])
+            probe = plan.probes[plan.submitted_up_to]
+            if probe.key not in plan.cancelled:
+                self._submit(probe)
             plan.submitted_up_to += 1
 
     def _submit(self, probe: Probe) -> concurrent.futures.Future[ProbeResult]:
@@ -161,6 +165,23 @@ class Runner:
         if position is not None:
             self._advance(position)
         return self._submit(probe).result()
+
+    def cancel(self, suite: str, keep: set[str]) -> list[Probe]:
+        """Stop a suite early: its planned probes outside `keep` that have not finished are never
+        sent, or cancelled in flight (their partial responses are not recorded). Returns them."""
+        cancelled = []
+        for probe in self._plan.probes:
+            if probe.suite != suite or probe.item in keep or probe.key in self._plan.cancelled:
+                continue
+            future = self._futures.get(probe.key)
+            if future is not None and future.done() and not future.cancelled():
+                continue
+            self._plan.cancelled.add(probe.key)
+            if future is not None:
+                future.cancel()
+                self._futures.pop(probe.key, None)
+            cancelled.append(probe)
+        return cancelled
 
     def release(self, probe: Probe) -> None:
         """A test that used the probe is done; drop the result after its last user."""

@@ -1,0 +1,285 @@
+"""What a gated run will cost, sized from the baseline before anything is sent.
+
+Per accuracy suite of the baseline, the plan takes:
+
+- the items the baseline scored (a candidate can be compared on those only) and its accuracy;
+- the spread of the per-item difference d = candidate − baseline that an unchanged deployment
+  would show. Best: an A/A pair, two complete runs of the baseline's own shape, whose observed
+  spread of d is exactly that (a TP8-vs-TP8 pair measures the batch-dependent disagreement of
+  healthy runs). Next: a baseline with several samples per item, whose within-item variance
+  gives the spread of a candidate that differs by sampling noise only (a lower bound: layouts
+  also disagree systematically). Otherwise an assumed discordance of 15% of items, what two
+  healthy layouts showed at temperature 0 (GATE_NOTES), said to be an assumption.
+
+From that spread σ and the margin m it plans the group-sequential design (sequential.py):
+the maximum size N for 80% power to PASS an unchanged deployment and to FAIL a loss of twice
+the margin (the normal approximation Z_k ≈ (δ + m)·√n_k / σ), capped at the items there are
+(and at --k3-max-items); then, with that cap, the expected items to a decision for no change
+and for a loss of 2m, and the minimum detectable drop at the maximum (the loss the FAIL side
+catches 80% of the time). The always-valid monitors (monitors.py) only ever stop earlier,
+so the expected sizes are upper bounds when a monitor fires.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+from scipy import optimize, stats
+
+from k3conformance.gate.monitors import MONITOR_ALPHA
+from k3conformance.gate.sequential import SequentialDesign, crossing_probabilities, design, spending_bounds
+from k3conformance.gate.statistics import POWER, ItemTotals
+from k3conformance.runs.records import STATUS_COMPLETE, SUMMARY_FILE, read_summary
+from k3conformance.runs.schema import SchemaError, validate_summary
+from k3conformance.runs.stored import StoredRun
+
+ASSUMED_DISCORDANCE = 0.15
+DEFAULT_LOOKS = 5
+# Items a plan would ask for, beyond which it says "more than any dataset holds".
+_PLAN_CEILING = 1_000_000
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The per-item standard deviation of d an unchanged deployment shows, and where it came from."""
+
+    sd: float
+    source: str
+
+
+@dataclass(frozen=True)
+class SuitePlan:
+    suite: str
+    items_available: int
+    baseline_accuracy: float
+    samples_per_item: int
+    spread: Spread
+    margin: float
+    alpha: float
+    # Items a design of these looks needs for 80% power at both design points, before the cap.
+    planned_items: int
+    design: SequentialDesign
+    expected_items_no_change: float
+    pass_no_change: float
+    expected_items_double_loss: float
+    fail_double_loss: float
+    min_detectable_drop: float
+    fixed_items_no_change: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "design": self.design.to_dict()}
+
+
+def spread_from(
+    baseline: Mapping[str, ItemTotals], partner: Mapping[str, ItemTotals] | None, partner_label: str | None
+) -> Spread:
+    """σ of d for an unchanged deployment: from an A/A pair, else from several samples per item, else assumed."""
+    if partner is not None:
+        shared = [item for item in baseline.keys() & partner.keys() if baseline[item].samples and partner[item].samples]
+        if len(shared) >= 2:
+            differences = [partner[item].mean - baseline[item].mean for item in shared]
+            mean = sum(differences) / len(differences)
+            variance = sum((d - mean) ** 2 for d in differences) / (len(differences) - 1)
+            if variance > 0:
+                discordant = sum(1 for d in differences if d) / len(differences)
+                return Spread(
+                    math.sqrt(variance),
+                    f"the A/A pair with {partner_label} ({len(shared)} items, {discordant:.0%} with different scores)",
+                )
+    samples = [totals for totals in baseline.values() if totals.samples >= 2]
+    if samples and len(samples) == len(baseline):
+        # Unbiased p(1 − p) per item; an A/A difference of two k-sample means has variance 2·p(1 − p)/k.
+        within = [t.samples / (t.samples - 1) * t.mean * (1 - t.mean) * 2 / t.samples for t in samples]
+        variance = sum(within) / len(within)
+        if variance > 0:
+            k = round(sum(t.samples for t in samples) / len(samples))
+            return Spread(
+                math.sqrt(variance),
+                f"the baseline's within-item spread at {k} samples per item (sampling noise only: a lower bound)",
+            )
+    return Spread(
+        math.sqrt(ASSUMED_DISCORDANCE),
+        f"ASSUMED: {ASSUMED_DISCORDANCE:.0%} of items discordant (no A/A pair, one sample per item)",
+    )
+
+
+def plan_suite(
+    suite: str,
+    baseline: Mapping[str, ItemTotals],
+    spread: Spread,
+    *,
+    margin: float,
+    alpha: float,
+    looks: int = DEFAULT_LOOKS,
+    max_items: int | None = None,
+) -> SuitePlan:
+    if not baseline:
+        raise ValueError(f"{suite}: the baseline scored no item")
+    if margin <= 0:
+        raise ValueError(f"{suite}: a sequential plan needs a margin above 0")
+    fail_alpha = alpha - MONITOR_ALPHA if alpha > 2 * MONITOR_ALPHA else alpha / 2
+    planned = _planned_items(spread.sd, margin, alpha, fail_alpha, looks)
+    available = len(baseline)
+    cap = min(planned, available, max_items or available)
+    chosen = design(cap, looks, margin=margin, alpha=alpha, fail_alpha=fail_alpha)
+    no_change = _outcome(chosen, spread.sd, 0.0)
+    double_loss = _outcome(chosen, spread.sd, -2 * margin)
+    z_fixed = _z_sum(alpha)
+    return SuitePlan(
+        suite=suite,
+        items_available=available,
+        baseline_accuracy=sum(t.mean for t in baseline.values() if t.samples) / available,
+        samples_per_item=max((t.samples for t in baseline.values()), default=1),
+        spread=spread,
+        margin=margin,
+        alpha=alpha,
+        planned_items=planned,
+        design=chosen,
+        expected_items_no_change=no_change[0],
+        pass_no_change=no_change[2],
+        expected_items_double_loss=double_loss[0],
+        fail_double_loss=double_loss[1],
+        min_detectable_drop=_min_detectable_drop(chosen, spread.sd),
+        fixed_items_no_change=math.ceil((z_fixed * spread.sd / margin) ** 2),
+    )
+
+
+def _z_sum(alpha: float) -> float:
+    return float(stats.norm.isf(alpha) + stats.norm.ppf(POWER))
+
+
+def _planned_items(sd: float, margin: float, alpha: float, fail_alpha: float, looks: int) -> int:
+    """N for 80% power to PASS at no change and to FAIL at −2m (both a distance m from −m)."""
+    fractions = [(k + 1) / looks for k in range(looks)]
+    fail_bounds, pass_bounds = spending_bounds(fractions, fail_alpha), spending_bounds(fractions, alpha)
+
+    def pass_power(drift: float) -> float:
+        return crossing_probabilities(fractions, fail_bounds, pass_bounds, drift).pass_total - POWER
+
+    def fail_power(drift: float) -> float:
+        return crossing_probabilities(fractions, fail_bounds, pass_bounds, -drift).fail_total - POWER
+
+    drift = max(float(optimize.brentq(pass_power, 0.0, 20.0)), float(optimize.brentq(fail_power, 0.0, 20.0)))
+    return min(math.ceil((drift * sd / margin) ** 2), _PLAN_CEILING)
+
+
+def _outcome(chosen: SequentialDesign, sd: float, change: float) -> tuple[float, float, float]:
+    """(expected items to a decision or the maximum, P(FAIL), P(PASS)) at a true change."""
+    drift = (change + chosen.margin) * math.sqrt(chosen.max_items) / sd
+    crossing = crossing_probabilities(chosen.fractions, chosen.fail_bounds, chosen.pass_bounds, drift)
+    stopped = [f + p for f, p in zip(crossing.fail, crossing.passed, strict=True)]
+    expected = sum(size * share for size, share in zip(chosen.sizes, stopped, strict=True))
+    expected += chosen.max_items * max(0.0, 1 - sum(stopped))
+    return expected, crossing.fail_total, crossing.pass_total
+
+
+def _min_detectable_drop(chosen: SequentialDesign, sd: float) -> float:
+    """The loss (a positive share) the FAIL side catches with 80% power at this design."""
+
+    def fail_power(drift: float) -> float:
+        crossing = crossing_probabilities(chosen.fractions, chosen.fail_bounds, chosen.pass_bounds, -drift)
+        return crossing.fail_total - POWER
+
+    drift = float(optimize.brentq(fail_power, 0.0, 40.0))
+    return chosen.margin + drift * sd / math.sqrt(chosen.max_items)
+
+
+def plan_lines(plan: SuitePlan) -> list[str]:
+    """The plan in words, as `k3conformance plan` and a gated run's header print it."""
+    chosen = plan.design
+    capped = f" (capped: {plan.planned_items} planned for 80% power)" if chosen.max_items < plan.planned_items else ""
+    sizes = ", ".join(str(size) for size in chosen.sizes)
+    return [
+        f"{plan.suite}: {plan.items_available} items in the baseline at {plan.baseline_accuracy:.1%}, "
+        f"{plan.samples_per_item} sample(s) per item; spread of d {plan.spread.sd:.3f} from {plan.spread.source}",
+        f"  maximum {chosen.max_items} items{capped}; looks at {sizes}",
+        f"  no change: about {plan.expected_items_no_change:.0f} items to a decision (PASS {plan.pass_no_change:.0%})",
+        f"  a loss of {plan.margin * 200:.1f} pts (twice the margin): about {plan.expected_items_double_loss:.0f} "
+        f"items (FAIL {plan.fail_double_loss:.0%})",
+        f"  minimum detectable drop at {chosen.max_items} items: {plan.min_detectable_drop * 100:.1f} pts "
+        f"(a fixed-size run needs {plan.fixed_items_no_change} items for 80% PASS at no change)",
+    ]
+
+
+def a_a_partner(baseline: StoredRun) -> StoredRun | None:
+    """Another complete run of the baseline's own shape, stored next to it: with the baseline, an A/A pair.
+
+    The newest such run that scored any item of the baseline's suites; None when there is none
+    (or the baseline was named by a file outside a shape folder, which has no neighbours)."""
+    if baseline.path is None:
+        return None
+    run_dir = baseline.path.parent
+    for other in sorted((p for p in run_dir.parent.iterdir() if p.is_dir() and p != run_dir), reverse=True):
+        summary = read_summary(other)
+        if summary is None or summary.get("status") != STATUS_COMPLETE:
+            continue
+        try:
+            candidate = StoredRun(validate_summary(summary, str(other / SUMMARY_FILE)), other / SUMMARY_FILE)
+        except SchemaError:
+            continue
+        if any(candidate.item_totals(suite).keys() & baseline.item_totals(suite).keys() for suite in _scored(baseline)):
+            return candidate
+    return None
+
+
+class PlanOptions(Protocol):
+    """The plan's options as the pytest plugin (Settings) and `k3conformance plan` both carry them; margins in points."""
+
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def margin(self) -> float: ...
+    @property
+    def margins(self) -> tuple[tuple[str, float], ...]: ...
+    @property
+    def looks(self) -> int: ...
+    @property
+    def max_items(self) -> int | None: ...
+
+
+def plan_baseline(baseline: StoredRun, options: PlanOptions, partner: StoredRun | None = None) -> list[SuitePlan]:
+    """A plan for every accuracy suite (suites with per-item scores) of the baseline."""
+    margins = dict(options.margins)
+    plans = []
+    for suite in _scored(baseline):
+        totals = baseline.item_totals(suite)
+        theirs = partner.item_totals(suite) if partner is not None and suite in _scored(partner) else None
+        spread = spread_from(totals, theirs, partner.label if partner is not None else None)
+        margin = margins.get(suite, options.margin) / 100
+        plans.append(
+            plan_suite(
+                suite,
+                totals,
+                spread,
+                margin=margin,
+                alpha=options.alpha,
+                looks=options.looks,
+                max_items=options.max_items,
+            )
+        )
+    return plans
+
+
+def plan_report(baseline: StoredRun, options: PlanOptions, partner: StoredRun | None = None) -> list[str]:
+    """The plan in words for every accuracy suite of the baseline; one line saying why when there is none."""
+    try:
+        plans = plan_baseline(baseline, options, partner)
+    except ValueError as error:
+        return [f"no sequential plan: {error}"]
+    return report_lines(baseline, options, plans)
+
+
+def report_lines(baseline: StoredRun, options: PlanOptions, plans: list[SuitePlan]) -> list[str]:
+    if not plans:
+        return ["no sequential plan: the baseline has no accuracy suite (no per-item scores)"]
+    lines = [f"sequential plan against the baseline {baseline.label} (α {options.alpha}, {options.looks} looks)"]
+    for plan in plans:
+        lines += plan_lines(plan)
+    return lines
+
+
+def _scored(run: StoredRun) -> list[str]:
+    return sorted(run.scored_suites())

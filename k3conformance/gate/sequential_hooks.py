@@ -1,0 +1,152 @@
+"""Where the sequential gate meets the pytest session: ordering the tests, feeding each finished
+item, stopping a suite (skipping its remaining tests, cancelling its requests, recording
+why), and putting the sequential verdicts into the gate's result. hooks.py calls these."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from k3conformance.gate.plan import a_a_partner
+from k3conformance.gate.sequential_run import SequentialRun
+from k3conformance.gate.sequential_suite import BY_MAXIMUM
+from k3conformance.outcomes import USER_PROPERTY
+from k3conformance.probes.probe import probe_of
+from k3conformance.runs.records import utc_now
+
+if TYPE_CHECKING:
+    from k3conformance.gate.decision import GateResult
+    from k3conformance.session import RunState
+
+_SEVERITY = {"PASS": 0, "INCONCLUSIVE": 1, "INCOMPLETE": 2, "FAIL": 3}
+
+
+def order_for_sequential_gate(config: pytest.Config, items: list[pytest.Item], state: RunState) -> SequentialRun | None:
+    """Plan the gated suites on the collected items, put their tests in the committed order and
+    deselect the items beyond each suite's maximum. None when no collected suite is gated."""
+    assert state.baseline is not None
+    collected: dict[str, list[str]] = {}
+    for item in items:
+        probe = probe_of(item)
+        if probe is not None:
+            collected.setdefault(probe.suite, []).append(probe.item)
+    run = SequentialRun.start(
+        state.baseline,
+        state.settings,
+        state.run_dir.name,
+        collected,
+        looping_floor=state.settings.repetition_floor,
+        truncation_floor=state.settings.truncation_floor,
+        partner=a_a_partner(state.baseline),
+    )
+    if not run.suites:
+        return None
+    positions = [index for index, item in enumerate(items) if _gated(item, run)]
+    gated = [items[index] for index in positions]
+
+    def place(entry: tuple[int, pytest.Item]) -> tuple[int, int]:
+        index, item = entry
+        probe = probe_of(item)
+        assert probe is not None
+        rank = run.rank(probe.suite, probe.item)
+        # Items the baseline did not score keep their place after the ordered ones.
+        return (len(items) + index if rank is None else rank, index)
+
+    ordered = [item for _, item in sorted(enumerate(gated), key=place)]
+    for index, item in zip(positions, ordered, strict=True):
+        items[index] = item
+    deselected = [item for item in items if _beyond_maximum(item, run)]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not _beyond_maximum(item, run)]
+    for item in items:
+        probe = probe_of(item)
+        if probe is not None:
+            run.expect_tests(probe.suite, probe.item)
+    return run
+
+
+def _gated(item: pytest.Item, run: SequentialRun) -> bool:
+    probe = probe_of(item)
+    return probe is not None and probe.suite in run.suites
+
+
+def _beyond_maximum(item: pytest.Item, run: SequentialRun) -> bool:
+    probe = probe_of(item)
+    return probe is not None and run.beyond_maximum(probe.suite, probe.item)
+
+
+def skip_if_stopped(item: pytest.Item, run: SequentialRun) -> None:
+    probe = probe_of(item)
+    if probe is None:
+        return
+    stop = run.stopped(probe.suite)
+    if stop is not None:
+        pytest.skip(
+            f"the sequential gate stopped {probe.suite}: {stop.verdict} by the {stop.by} after {stop.items} items"
+        )
+
+
+def feed_report(state: RunState, report: pytest.TestReport) -> None:
+    """Feed a finished test's item to the rule; when the rule stops its suite, cancel the rest."""
+    run = state.sequential
+    assert run is not None
+    for name, value in report.user_properties:
+        if name != USER_PROPERTY or not isinstance(value, dict) or value.get("item") is None:
+            continue
+        suite, item = value["suite"], value["item"]
+        tally = state.tallies.get(suite)
+        score = tally.scores.get(item) if tally is not None else None
+        stop = run.test_done(suite, item, score)
+        if stop is None or state.runner is None:
+            continue
+        entry = run.suites[suite]
+        keep = set(entry.selected[: entry.fed])
+        cancelled = state.runner.cancel(suite, keep)
+        samples = state.settings.samples
+        requests = sum((probe.samples or samples) * max(1, len(probe.requests)) for probe in cancelled)
+        reason = f"sequential gate: {suite} stopped with {stop.verdict} by the {stop.by} after {stop.items} items"
+        if state.writer is not None:
+            for probe in cancelled:
+                state.writer.write(
+                    {
+                        "kind": "cancelled",
+                        "suite": suite,
+                        "item": probe.item,
+                        "reason": reason,
+                        "written_at": utc_now(),
+                    }
+                )
+        run.note_cancelled(suite, [probe.item for probe in cancelled], requests)
+
+
+def apply_sequential(result: GateResult, run: SequentialRun) -> None:
+    """The sequential verdicts take the place of the fixed-size accuracy verdicts of the suites they decided."""
+    summary = run.to_summary()
+    result.sequential = summary
+    findings: list[tuple[str, str]] = []
+    for reason in result.reasons:
+        verdict, _, text = reason.partition(": ")
+        findings.append((verdict, text))
+    for suite, entry in run.suites.items():
+        stop = entry.rule.stop
+        if stop is not None:
+            # A suite the sequential rule decided ran the items its plan asked for, in the committed
+            # order: the baseline's other items are not missing evidence. An undecided suite (the run
+            # was stopped before a decision) keeps its coverage finding: that evidence is missing.
+            findings = [(v, text) for v, text in findings if not text.startswith(f"{suite}: the candidate scored ")]
+        if stop is None or stop.by == BY_MAXIMUM:
+            # Not decided early: the fixed-size comparison of the same items stands.
+            continue
+        # The fixed-size comparison of a suite stopped early sees only the items it ran: the
+        # sequential rule, whose error rates hold at its looks, is the one that decides it.
+        findings = [(v, text) for v, text in findings if not text.startswith(f"{suite}: accuracy")]
+        if stop.verdict != "PASS":
+            findings.append(
+                (stop.verdict, f"{suite}: sequential {stop.verdict} by the {stop.by} after {stop.items} items")
+            )
+    result.notes += run.verdict_lines()
+    findings.sort(key=lambda finding: -_SEVERITY.get(finding[0], 0))
+    result.reasons = [f"{verdict}: {text}" for verdict, text in findings]
+    result.verdict = findings[0][0] if findings else "PASS"  # type: ignore[assignment]

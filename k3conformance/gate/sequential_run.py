@@ -1,0 +1,207 @@
+"""The sequential gate inside a run: a committed item order per suite, items fed in that order,
+and the suite stopped (its remaining requests cancelled) when the rule decides.
+
+For every accuracy suite of the baseline, the order is a permutation of the suite's items
+seeded by the run id and the suite name (recorded in the summary, so the order can be
+replayed), fixed before the first request. The suite's tests are put in that order, so the
+runner's prefetch window sends requests in that order, concurrently, ahead of the test that is
+running. An item is fed to the rule only once it and every item before it in the order are
+scored: a look at n items is a look at the first n items of the order, never at the first n
+to finish (looping outputs are the longest; completion order would hide them). Items beyond
+the design's maximum are deselected and never requested.
+
+An item the candidate could not score (an infrastructure error) blocks the order: the rule
+sees nothing past it, the suite runs to its end, and the fixed-size gate (with its INCOMPLETE
+for failed requests) decides. Missing evidence never turns into an early PASS.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from k3conformance.gate.plan import PlanOptions, SuitePlan, plan_suite, spread_from
+from k3conformance.gate.sequential_suite import SequentialSuite, Stop
+from k3conformance.gate.statistics import ItemTotals
+from k3conformance.runs.stored import StoredRun
+
+
+def committed_order(items: Iterable[str], run_id: str, suite: str) -> tuple[list[str], int]:
+    """(the items in their committed order, the seed that produced it)."""
+    seed = int.from_bytes(hashlib.sha256(f"{run_id}:{suite}".encode()).digest()[:8], "big")
+    ordered = sorted(set(items))
+    random.Random(seed).shuffle(ordered)
+    return ordered, seed
+
+
+@dataclass
+class SuiteRun:
+    plan: SuitePlan
+    order: list[str]
+    seed: int
+    rule: SequentialSuite
+    # Tests still to report per item; an item is scored when its count reaches 0.
+    pending: dict[str, int] = field(default_factory=dict)
+    scored: dict[str, tuple[ItemTotals, bool, bool, int]] = field(default_factory=dict)
+    fed: int = 0
+    blocked_by: str | None = None
+    # Filled when the suite stops early: what was not sent because of it.
+    cancelled_items: list[str] = field(default_factory=list)
+    requests_saved: int = 0
+    output_tokens_saved: int = 0
+
+    @property
+    def selected(self) -> list[str]:
+        return self.order[: self.plan.design.max_items]
+
+    @property
+    def samples_used(self) -> int:
+        return sum(self.scored[item][0].samples for item in self.selected[: self.fed])
+
+
+@dataclass
+class SequentialRun:
+    """Every sequentially gated suite of one run."""
+
+    baseline: StoredRun
+    suites: dict[str, SuiteRun] = field(default_factory=dict)
+    ranks: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @classmethod
+    def start(
+        cls,
+        baseline: StoredRun,
+        options: PlanOptions,
+        run_id: str,
+        collected: Mapping[str, Iterable[str]],
+        *,
+        looping_floor: float,
+        truncation_floor: float,
+        partner: StoredRun | None = None,
+    ) -> SequentialRun:
+        """Plan each accuracy suite of the baseline on the items this run collected (and the baseline scored)."""
+        run = cls(baseline)
+        for suite in sorted(baseline.scored_suites()):
+            known = baseline.item_totals(suite)
+            items = [item for item in collected.get(suite, ()) if item in known]
+            if not items:
+                continue
+            order, seed = committed_order(items, run_id, suite)
+            plan = _plan_on(baseline, options, partner, suite, order)
+            rule = SequentialSuite(plan.design, looping_floor=looping_floor, truncation_floor=truncation_floor)
+            run.suites[suite] = SuiteRun(plan=plan, order=order, seed=seed, rule=rule)
+            run.ranks[suite] = {item: rank for rank, item in enumerate(order)}
+        return run
+
+    def rank(self, suite: str, item: str) -> int | None:
+        """An item's place in its suite's committed order; None for items outside the rule."""
+        return self.ranks.get(suite, {}).get(item)
+
+    def beyond_maximum(self, suite: str, item: str) -> bool:
+        entry = self.suites.get(suite)
+        rank = self.rank(suite, item)
+        return entry is not None and rank is not None and rank >= entry.plan.design.max_items
+
+    def expect_tests(self, suite: str, item: str) -> None:
+        entry = self.suites.get(suite)
+        if entry is not None and item in entry.order:
+            entry.pending[item] = entry.pending.get(item, 0) + 1
+
+    def stopped(self, suite: str) -> Stop | None:
+        entry = self.suites.get(suite)
+        return entry.rule.stop if entry is not None else None
+
+    def test_done(self, suite: str, item: str, score: Any | None) -> Stop | None:
+        """One test of an item reported; `score` is the item's ItemScore so far (None: not scored).
+        Returns the suite's stop when this report made the rule decide."""
+        entry = self.suites.get(suite)
+        if entry is None or item not in entry.pending or entry.rule.stop is not None:
+            return None
+        entry.pending[item] -= 1
+        if entry.pending[item] > 0:
+            return None
+        if score is None or not score.samples:
+            entry.scored.pop(item, None)
+            entry.blocked_by = entry.blocked_by or item
+        else:
+            totals = ItemTotals(int(score.samples), float(score.correct))
+            entry.scored[item] = (totals, score.looping > 0, score.truncated > 0, int(score.output_tokens))
+        return self._feed(entry)
+
+    def _feed(self, entry: SuiteRun) -> Stop | None:
+        baseline = self.baseline.item_totals(entry.plan.suite)
+        while entry.rule.stop is None and entry.fed < len(entry.selected):
+            item = entry.selected[entry.fed]
+            if item not in entry.scored:
+                return None
+            totals, looping, truncated, _ = entry.scored[item]
+            entry.fed += 1
+            stop = entry.rule.add(baseline[item], totals, looping=looping, truncated=truncated)
+            if stop is not None:
+                return stop
+        return None
+
+    def note_cancelled(self, suite: str, items: list[str], requests: int) -> None:
+        entry = self.suites[suite]
+        entry.cancelled_items = items
+        entry.requests_saved = requests
+        spent = [tokens for _, _, _, tokens in entry.scored.values()]
+        # What the candidate spent per scored item, times the items it did not answer.
+        entry.output_tokens_saved = round(sum(spent) / len(spent) * len(items)) if spent else 0
+
+    def to_summary(self) -> dict[str, Any]:
+        """For summary.json and gate.json: per suite the order, the seed, the whole path and the savings."""
+        out: dict[str, Any] = {}
+        for suite, entry in self.suites.items():
+            stop = entry.rule.stop
+            out[suite] = {
+                **entry.rule.to_dict(),
+                "order_seed": entry.seed,
+                "order": entry.order,
+                "max_items": entry.plan.design.max_items,
+                "samples_used": entry.samples_used,
+                "blocked_by": entry.blocked_by,
+                "stopped_early": stop is not None and stop.items < entry.plan.design.max_items,
+                "cancelled_items": entry.cancelled_items,
+                "requests_saved": entry.requests_saved,
+                "output_tokens_saved": entry.output_tokens_saved,
+            }
+        return out
+
+    def verdict_lines(self) -> list[str]:
+        """One line per suite: where it stopped, what it used of the maximum, what it saved."""
+        lines = []
+        for suite, entry in sorted(self.suites.items()):
+            stop = entry.rule.stop
+            maximum = entry.plan.design.max_items
+            if stop is None:
+                reason = f"blocked at item {entry.blocked_by} (not scored)" if entry.blocked_by else "not finished"
+                lines.append(f"{suite}: no sequential decision ({reason}; {entry.fed} of {maximum} items fed)")
+                continue
+            where = f"look {stop.look} of {len(entry.plan.design.sizes)}" if stop.by == "look" else stop.by
+            saved = (
+                f"; {entry.requests_saved} requests and about {entry.output_tokens_saved} output tokens saved"
+                if entry.requests_saved
+                else ""
+            )
+            lines.append(
+                f"{suite}: sequential {stop.verdict} by the {where} after {stop.items} of {maximum} items "
+                f"({entry.samples_used} samples){saved}"
+            )
+        return lines
+
+
+def _plan_on(
+    baseline: StoredRun, options: PlanOptions, partner: StoredRun | None, suite: str, order: list[str]
+) -> SuitePlan:
+    totals = baseline.item_totals(suite)
+    kept = {item: totals[item] for item in order}
+    theirs = partner.item_totals(suite) if partner is not None else None
+    spread = spread_from(kept, theirs, partner.label if partner is not None else None)
+    margin = dict(options.margins).get(suite, options.margin) / 100
+    return plan_suite(
+        suite, kept, spread, margin=margin, alpha=options.alpha, looks=options.looks, max_items=options.max_items
+    )

@@ -1,0 +1,74 @@
+"""Seeded synthetic paired comparisons of binary items, run item by item through the same
+SequentialSuite the gate uses: shared by tests/test_sequential_calibration.py (the asserted
+error rates) and benchmarks/bench_sequential_gate.py (the README's table, more comparisons)."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+
+from k3conformance.gate.plan import plan_suite, spread_from
+from k3conformance.gate.sequential import SequentialDesign
+from k3conformance.gate.sequential_suite import SequentialSuite
+from k3conformance.gate.statistics import ItemTotals
+
+MARGIN = 0.03
+ALPHA = 0.05
+BASELINE_ACCURACY = 0.681
+RIGHT = ItemTotals(1, 1.0)
+WRONG = ItemTotals(1, 0.0)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    # Probabilities that an item is right only on the baseline / only on the candidate.
+    baseline_only: float
+    candidate_only: float
+    # Probability that the candidate loops on an item (and gets it wrong).
+    looping: float = 0.0
+
+    @property
+    def discordance(self) -> float:
+        return self.baseline_only + self.candidate_only
+
+
+def planned_design() -> SequentialDesign:
+    many = {str(index): ItemTotals(1, 1.0) for index in range(5000)}
+    return plan_suite("coding", many, spread_from(many, None, None), margin=MARGIN, alpha=ALPHA).design
+
+
+DESIGN = planned_design()
+
+
+def draw_pair(scenario: Scenario, rng: random.Random) -> tuple[ItemTotals, ItemTotals, bool]:
+    draw = rng.random()
+    if draw < scenario.baseline_only:
+        pair = (RIGHT, WRONG)
+    elif draw < scenario.discordance:
+        pair = (WRONG, RIGHT)
+    else:
+        both = RIGHT if rng.random() < BASELINE_ACCURACY else WRONG
+        pair = (both, both)
+    looping = rng.random() < scenario.looping
+    return pair[0], (WRONG if looping else pair[1]), looping
+
+
+def run(
+    scenario: Scenario, comparisons: int, seed: int = 0, design: SequentialDesign | None = None
+) -> tuple[Counter[str], float, Counter[str]]:
+    """(verdicts, mean items used, what stopped the suites) over seeded comparisons."""
+    verdicts: Counter[str] = Counter()
+    stopped_by: Counter[str] = Counter()
+    items = []
+    for index in range(comparisons):
+        rng = random.Random(seed * 1_000_003 + index)
+        suite = SequentialSuite(design or DESIGN, looping_floor=0.02, truncation_floor=0.05)
+        stop = None
+        while stop is None:
+            baseline, candidate, looping = draw_pair(scenario, rng)
+            stop = suite.add(baseline, candidate, looping=looping, truncated=looping)
+        verdicts[stop.verdict] += 1
+        stopped_by[stop.by] += 1
+        items.append(stop.items)
+    return verdicts, sum(items) / len(items), stopped_by

@@ -1,0 +1,179 @@
+"""The sequential gate's pieces: bounds against published values, the score statistic, looks,
+monitors and plans (calibration by simulation is in test_sequential_calibration.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from k3conformance.gate.monitors import AccuracyMonitor, RateMonitor
+from k3conformance.gate.plan import ASSUMED_DISCORDANCE, plan_lines, plan_suite, spread_from
+from k3conformance.gate.sequential import (
+    crossing_probabilities,
+    design,
+    evaluate_look,
+    look_sizes,
+    obrien_fleming_spent,
+    spending_bounds,
+    tango_statistic,
+)
+from k3conformance.gate.sequential_suite import BY_LOOK, BY_LOOPING, SequentialSuite
+from k3conformance.gate.statistics import FAIL, INCONCLUSIVE, PASS, ItemTotals
+
+FIVE = [0.2, 0.4, 0.6, 0.8, 1.0]
+
+
+def test_bounds_match_the_published_lan_demets_obrien_fleming_values() -> None:
+    # Jennison and Turnbull, table 2.3 analogue (one-sided 0.025, 5 equally spaced looks).
+    expected = [4.877, 3.357, 2.680, 2.290, 2.031]
+    assert spending_bounds(FIVE, 0.025) == pytest.approx(expected, abs=2e-3)
+
+
+def test_one_look_is_the_fixed_size_test() -> None:
+    assert spending_bounds([1.0], 0.05) == pytest.approx([1.6449], abs=1e-4)
+
+
+def test_each_side_spends_exactly_its_alpha_under_the_null() -> None:
+    fail, passed = spending_bounds(FIVE, 0.045), spending_bounds(FIVE, 0.05)
+    crossing = crossing_probabilities(FIVE, fail, passed, 0.0)
+    assert crossing.fail_total == pytest.approx(0.045, abs=2e-4)
+    assert crossing.pass_total == pytest.approx(0.05, abs=2e-4)
+    # Per look, the FAIL side spends what the spending function allows.
+    spent = [obrien_fleming_spent(t, 0.045) for t in FIVE]
+    increments = [b - a for a, b in zip([0.0, *spent], spent, strict=False)]
+    assert crossing.fail == pytest.approx(increments, abs=2e-4)
+
+
+def test_bad_look_fractions_are_refused() -> None:
+    with pytest.raises(ValueError, match="increase"):
+        spending_bounds([0.5, 0.5, 1.0], 0.05)
+    with pytest.raises(ValueError, match="last look"):
+        spending_bounds([0.5, 0.9], 0.05)
+
+
+def test_look_sizes_are_equally_spaced_and_end_at_the_maximum() -> None:
+    assert look_sizes(1109, 5) == [222, 444, 665, 887, 1109]
+    assert look_sizes(3, 5) == [1, 2, 3]
+
+
+def test_tango_at_margin_zero_is_the_mcnemar_score() -> None:
+    # With m = 0 the constrained estimate is (b + c)/2n: Z = (c - b) / sqrt(b + c).
+    assert tango_statistic(12, 4, 100, 0.0) == pytest.approx((4 - 12) / math.sqrt(16))
+
+
+def test_tango_needs_no_discordance_to_pass_a_clean_record() -> None:
+    # No discordant item among 200: a loss of 3 points would have shown some, Z = sqrt(n m / (1 - m)).
+    assert tango_statistic(0, 0, 200, 0.03) == pytest.approx(math.sqrt(200 * 0.03 / 0.97))
+    # Many baseline-only items: strongly negative.
+    assert tango_statistic(40, 2, 200, 0.03) < -3
+
+
+def test_a_look_decides_on_the_first_items_of_the_order_only() -> None:
+    plan = design(100, 2, margin=0.03, alpha=0.05)
+    right, wrong = ItemTotals(1, 1.0), ItemTotals(1, 0.0)
+    baseline = [right] * 100
+    # The first 50 all lost; the rest all fine: look 1 sees only the losses.
+    candidate = [wrong] * 50 + [right] * 50
+    look = evaluate_look(plan, 0, baseline, candidate)
+    assert look.items == 50 and look.verdict == FAIL and look.statistic < look.fail_bound
+    with pytest.raises(ValueError, match="needs 100 items"):
+        evaluate_look(plan, 1, baseline[:60], candidate[:60])
+
+
+def test_items_with_several_samples_use_the_paired_t_on_item_means() -> None:
+    plan = design(40, 1, margin=0.03, alpha=0.05)
+    baseline = [ItemTotals(4, 3.0)] * 40
+    candidate = [ItemTotals(4, 3.0 if index % 2 else 2.0) for index in range(40)]
+    look = evaluate_look(plan, 0, baseline, candidate)
+    assert look.method.startswith("paired t")
+    assert look.verdict == FAIL
+
+
+def test_an_unchanged_run_passes_at_the_last_look_when_it_agrees_everywhere() -> None:
+    plan = design(300, 3, margin=0.03, alpha=0.05)
+    same = [ItemTotals(1, float(index % 3 > 0)) for index in range(300)]
+    suite = SequentialSuite(plan, looping_floor=0.02, truncation_floor=0.05)
+    stops = [suite.add(item, item, looping=False, truncated=False) for item in same]
+    stop = next(stop for stop in stops if stop is not None)
+    assert stop.verdict == PASS and stop.by == BY_LOOK
+    assert [look.verdict for look in suite.looks][-1] == PASS
+
+
+def test_the_looping_monitor_stops_a_suite_before_any_look() -> None:
+    plan = design(300, 3, margin=0.03, alpha=0.05)
+    suite = SequentialSuite(plan, looping_floor=0.02, truncation_floor=0.05)
+    right = ItemTotals(1, 1.0)
+    stop = None
+    for _ in range(10):
+        stop = suite.add(right, right, looping=True, truncated=False)
+        if stop:
+            break
+    assert stop is not None and stop.verdict == FAIL and stop.by == BY_LOOPING
+    # log 5 per looping item against log 200: the fourth item.
+    assert stop.items == 4 and suite.looks == []
+    assert suite.to_dict()["stop"]["by"] == BY_LOOPING
+
+
+def test_a_suite_that_reaches_the_maximum_is_inconclusive() -> None:
+    plan = design(20, 2, margin=0.03, alpha=0.05)
+    suite = SequentialSuite(plan, looping_floor=0.02, truncation_floor=0.05)
+    right, wrong = ItemTotals(1, 1.0), ItemTotals(1, 0.0)
+    stop = None
+    for index in range(20):
+        pair = (right, wrong) if index % 4 == 0 else (wrong, right) if index % 4 == 1 else (right, right)
+        stop = suite.add(*pair, looping=False, truncated=False)
+    assert stop is not None and stop.verdict == INCONCLUSIVE and stop.items == 20
+    # A stopped suite stays stopped: later items change nothing.
+    assert suite.add(right, wrong, looping=True, truncated=True) is stop and suite.items == 20
+
+
+def test_monitors_refuse_what_they_cannot_monitor() -> None:
+    with pytest.raises(ValueError, match="floor"):
+        RateMonitor("looping", floor=0.3)
+    with pytest.raises(ValueError, match="lies in"):
+        AccuracyMonitor(0.03).observe(1.5)
+
+
+def test_the_accuracy_monitor_does_not_bet_on_a_gain() -> None:
+    monitor = AccuracyMonitor(0.03)
+    for _ in range(500):
+        monitor.observe(1.0)
+    assert monitor.log_wealth == 0.0 and monitor.stopped_at is None
+
+
+def test_the_spread_comes_from_an_a_a_pair_when_there_is_one() -> None:
+    baseline = {str(i): ItemTotals(1, float(i % 2)) for i in range(100)}
+    partner = {str(i): ItemTotals(1, float(i % 2 if i >= 10 else 1 - i % 2)) for i in range(100)}
+    spread = spread_from(baseline, partner, "tp8/run-2")
+    assert "A/A pair with tp8/run-2" in spread.source and "10% with different scores" in spread.source
+    assert spread.sd == pytest.approx(math.sqrt(10 / 99), rel=1e-6)
+
+
+def test_the_spread_comes_from_several_samples_per_item_or_is_assumed() -> None:
+    sampled = {str(i): ItemTotals(4, 2.0) for i in range(50)}
+    spread = spread_from(sampled, None, None)
+    # 2 · (4/3 · 0.25) / 4 per item.
+    assert spread.sd == pytest.approx(math.sqrt(2 * 4 / 3 * 0.25 / 4))
+    assert "within-item" in spread.source
+    single = {str(i): ItemTotals(1, 1.0) for i in range(50)}
+    assumed = spread_from(single, None, None)
+    assert assumed.sd == pytest.approx(math.sqrt(ASSUMED_DISCORDANCE)) and assumed.source.startswith("ASSUMED")
+
+
+def test_a_plan_matches_the_fixed_size_figures_and_caps_at_the_items_there_are() -> None:
+    many = {str(i): ItemTotals(1, 1.0) for i in range(5000)}
+    plan = plan_suite("coding", many, spread_from(many, None, None), margin=0.03, alpha=0.05)
+    # GATE_NOTES: a fixed-size design needs about 1,033 items for 80% PASS at no change.
+    assert 1020 <= plan.fixed_items_no_change <= 1040
+    assert plan.design.max_items == plan.planned_items == 1109
+    assert 0.8 <= plan.pass_no_change <= 0.83 and plan.fail_double_loss >= 0.8
+    assert plan.expected_items_no_change < 0.85 * plan.fixed_items_no_change
+    assert plan.min_detectable_drop == pytest.approx(0.06, abs=0.002)
+    few = {str(i): ItemTotals(1, 1.0) for i in range(113)}
+    small = plan_suite("coding", few, spread_from(few, None, None), margin=0.03, alpha=0.05, looks=5)
+    assert small.design.max_items == 113 and small.min_detectable_drop > 0.1
+    lines = plan_lines(small)
+    assert "maximum 113 items (capped: 1109 planned for 80% power)" in lines[1]
+    capped = plan_suite("coding", many, spread_from(many, None, None), margin=0.03, alpha=0.05, max_items=600)
+    assert capped.design.max_items == 600
