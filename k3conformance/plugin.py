@@ -40,6 +40,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "k3_suite(name): the k3conformance suite a test belongs to")
+    config.addinivalue_line("markers", "k3_vendor: a vendor-mode check, run only with --k3-vendor")
     if not hasattr(config, "workerinput"):
         check_separate_path_values(config)
     state = RunState.for_process(config, resolve_settings(config))
@@ -137,27 +138,19 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    limit = _state(config).settings.limit
-    if limit is None:
-        return
-    kept_items: dict[str, list[str]] = {}
-    selected: list[pytest.Item] = []
+    from k3conformance.probes.selection import limited, vendor_only
+
+    settings = _state(config).settings
     deselected: list[pytest.Item] = []
-    for item in items:
-        probe = probe_of(item)
-        if probe is None:
-            selected.append(item)
-            continue
-        chosen = kept_items.setdefault(probe.suite, [])
-        if probe.item in chosen or len(chosen) < limit:
-            if probe.item not in chosen:
-                chosen.append(probe.item)
-            selected.append(item)
-        else:
-            deselected.append(item)
+    if not settings.vendor:
+        deselected = [item for item in items if vendor_only(item)]
+        items[:] = [item for item in items if not vendor_only(item)]
+    if settings.limit is not None:
+        kept, dropped = limited(items, [probe_of(item) for item in items], settings.limit, settings.seed)
+        items[:] = kept
+        deselected += dropped
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-        items[:] = selected
 
 
 @pytest.hookimpl(tryfirst=True)

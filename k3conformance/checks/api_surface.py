@@ -64,3 +64,53 @@ def check_rejected_with_400(outcome: Outcome, case: str, mode: str) -> None:
         expected=f"an error body saying what is wrong with {case} ({mode})",
         got=outcome.body,
     )
+
+
+def check_accepted_text_answer(outcome: Outcome, case: str, mode: str) -> None:
+    """A valid request that looks unusual is answered: HTTP 200, a text answer, no tool calls."""
+    __tracebackhide__ = True
+    expect(
+        isinstance(outcome, Completion),
+        layer="api",
+        expected=f"HTTP 200 for {case}, a valid request ({mode})",
+        got=outcome.describe() if isinstance(outcome, RequestError) else outcome,
+        hint="a valid request must be answered (tool_choice 'auto' and 'none' need no tools, for instance)",
+    )
+    assert isinstance(outcome, Completion)
+    expect(
+        not outcome.tool_calls and bool((outcome.content or "").strip()),
+        layer="api",
+        expected=f"a text answer without tool calls for {case} ({mode})",
+        got=f"content {excerpt(outcome.content)}, tool_calls {outcome.tool_calls}",
+    )
+    check_stopped(outcome, f"{case}, {mode}")
+
+
+def check_json_object_content(completion: Completion, context: str) -> None:
+    """response_format json_object, or json_schema with strict false: content is a JSON object."""
+    __tracebackhide__ = True
+    check_stopped(completion, context)
+    content = (completion.content or "").strip()
+    try:
+        value = json.loads(content)
+    except ValueError:
+        value = None
+    expect(
+        isinstance(value, dict),
+        layer="api",
+        expected=f"content that is one JSON object ({context})",
+        got=content,
+        hint="the server may ignore response_format (no structured-output backend, or not forwarded)",
+    )
+
+
+def check_text_content(completion: Completion, context: str) -> None:
+    """response_format text (the default): a plain answer."""
+    __tracebackhide__ = True
+    check_stopped(completion, context)
+    expect(
+        bool((completion.content or "").strip()),
+        layer="api",
+        expected=f"a text answer ({context})",
+        got=completion.content,
+    )

@@ -319,3 +319,16 @@ def check_answer_uses_result(completion: Completion, needle: str, mode: str) -> 
         expected=f"a final answer that uses the tool result ({needle!r}) ({mode})",
         got=completion.content,
     )
+
+
+def check_dynamic_tool_called(completion: Completion, name: str, context: str) -> None:
+    """tool_choice required, and the only fitting tool declared inside a system message."""
+    __tracebackhide__ = True
+    called = [call["function"]["name"] for call in completion.tool_calls or ()]
+    expect(
+        name in called,
+        layer="api",
+        expected=f"a call to {name!r}, declared in a system message's tools ({context})",
+        got=f"calls {called}, content {excerpt(completion.content)}",
+        hint="the server must read messages[].tools (a K3 API feature) and add them to the request's tools",
+    )

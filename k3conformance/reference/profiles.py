@@ -139,6 +139,55 @@ _FAULT_BUGS: Mapping[str, str] = {
         "invalid requests (duplicate or invalid tool names, tool message without tool_call_id, "
         "invalid tool_choice) crash with HTTP 500 instead of a 400"
     ),
+    # the request contract (issue 13)
+    "effort-precedence-inverted": (
+        "reasoning_effort overrides thinking.effort / chat_template_kwargs.thinking_effort, the opposite of "
+        "SGLang 0.5.23 (serving_chat.py) and Moonshot's API (KVV test_reasoning_effort_ignored_when_effort_present)"
+    ),
+    "reasoning-effort-dropped": (
+        "top-level reasoning_effort never reaches the chat template (only chat_template_kwargs is forwarded), "
+        "so requests that set only reasoning_effort reason at max"
+    ),
+    "thinking-disable-ignored": (
+        'thinking type "disabled" (or chat_template_kwargs.thinking false) ignored: the template always thinks'
+    ),
+    "history-reasoning-dropped": (
+        'thinking.keep "all" / preserve_thinking ignored: earlier turns are rendered without their reasoning, '
+        "as K2's template did, so it neither reaches the model nor counts in prompt_tokens"
+    ),
+    "dynamic-tools-ignored": (
+        "tools declared inside system messages (messages[].tools, a K3 API feature) dropped as an unknown "
+        "field: those tools are never called, tool_choice required with only them is refused"
+    ),
+    "dynamic-tools-unvalidated": (
+        "malformed tools inside messages (bogus type, missing name, invalid names, tools on a user turn) "
+        "answered 200 instead of rejected with 400"
+    ),
+    "response-format-unvalidated": (
+        "malformed response_format (no name, no schema, non-boolean strict, unknown type) answered 200 as text "
+        "instead of rejected with 400"
+    ),
+    "rejects-tool-choice-without-tools": 'tool_choice "auto" or "none" without a tools field rejected with 400',
+    "sampling-params-unlocked": (
+        "sampling parameters that Moonshot's API fixes (temperature above 1, top_p, penalties) passed on "
+        "unchanged, as open-source SGLang/vLLM do: a fault only for a vendor build (--k3-vendor)"
+    ),
+    "strict-history-ids": (
+        "histories written by other clients refused: tool-call ids other than functions.NAME:IDX and list "
+        "content in assistant turns get HTTP 400 (K2 on vLLM: the id parser was too strict)"
+    ),
+    "numeric-strings-coerced": (
+        "a naive argument parser guesses each value's type from its text instead of the declared type: "
+        '"00125648" arrives as the number 125648'
+    ),
+    "schema-constraints-dropped": (
+        "the tool-call grammar drops JSON-schema constraints (ranges, lengths, patterns, formats, const, "
+        "minItems): arguments have the right types but break the declared bounds"
+    ),
+    "prompt-tokens-exclude-tools": (
+        "usage.prompt_tokens leaves out the rendered tool declarations, so it disagrees with the server's "
+        "own /tokenize for requests with tools"
+    ),
     # state
     "prefix-cache-corruption": (
         "SGLang prefix caching of K3's recurrent state (69 of 93 layers keep a fixed-size state "

@@ -18,6 +18,7 @@ from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.answer_key import AnswerKey, FixtureItem
 from k3conformance.reference.faults import PrefixCache
 from k3conformance.reference.profiles import Profile, get_profile
+from k3conformance.reference.prompt import TOKENS_PER_MESSAGE, message_text, prompt_tokens, rendered_prompt
 from k3conformance.reference.prose import count_tokens, generic_reply, reasoning_text, take_tokens, wrong_variant
 from k3conformance.reference.request import ChatRequest, InvalidRequest, parse_request
 from k3conformance.reference.schema_values import UnsupportedSchema, example_value
@@ -25,7 +26,6 @@ from k3conformance.reference.tool_use import plan_tool_calls
 
 __all__ = ["Completion", "InvalidRequest", "Simulator", "ToolCall"]
 
-_TOKENS_PER_MESSAGE = 4
 # Where a loop stops when the request sets no max_tokens: a server's default budget.
 _UNLIMITED_LOOP_TOKENS = 32768
 
@@ -46,13 +46,6 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     reasoning_tokens: int
-
-
-def message_text(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, list):
-        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return content if isinstance(content, str) else ""
 
 
 def _digest(*parts: object) -> int:
@@ -88,10 +81,16 @@ class Simulator:
             budgeted = dataclasses.replace(request, max_tokens=request.max_tokens or _UNLIMITED_LOOP_TOKENS)
             looping = fault_hooks.looping_reasoning(rng, reasoning, budgeted.max_tokens or 0)
             return fault_hooks.on_completion(faults, _within_budget(budgeted, looping, "", ()))
-        retrieved = needle_answer(question) if item is None else None
+        # A retrieval question is answered from what the template rendered: the prompt, and
+        # the earlier turns' reasoning where it is kept.
+        retrieved = needle_answer(rendered_prompt(request)) if item is None and question else None
         if retrieved is not None:
             # A long-context retrieval probe: the needle is in the prompt, so the answer is too.
-            right = not corrupted and _unit_draw("retrieval", question[-200:], request.seed) < self.profile.accuracy
+            # Finding a needle in a long prompt is the long-context skill the profile's
+            # accuracy stands for; recalling a short earlier turn is not, and never fails.
+            long_context = needle_answer(question) is not None
+            draw = _unit_draw("retrieval", question[-200:], request.seed)
+            right = not corrupted and (not long_context or draw < self.profile.accuracy)
             reply = retrieved if right else wrong_variant(rng, retrieved)
         elif item is None:
             reply = generic_reply(rng)
@@ -105,7 +104,7 @@ class Simulator:
         first_index = fault_hooks.first_tool_call_index(faults, calls_in_history)
         leaked_markup = fault_hooks.tool_markup_without_tools(faults, request, item, first_index)
         try:
-            planned = plan_tool_calls(request, question, item)
+            planned = plan_tool_calls(request, question, item, faults)
             content: str | None
             if planned:
                 content = None
@@ -120,7 +119,17 @@ class Simulator:
             for offset, (name, arguments) in enumerate(planned)
         )
         completion = _within_budget(request, reasoning, content, calls)
+        if not fault_hooks.usage_counts_tools(faults):
+            completion = dataclasses.replace(completion, prompt_tokens=prompt_tokens(request, with_tools=False))
         return fault_hooks.on_completion(faults, completion)
+
+    def prompt_words(self, body: Mapping[str, Any]) -> list[str]:
+        """The prompt `body` renders to, in tokens, as the deployment's tokenizer endpoint counts it."""
+        if "messages" not in body and isinstance(body.get("prompt"), str):
+            return str(body["prompt"]).split()
+        faults = self.profile.faults
+        request = fault_hooks.on_request(faults, parse_request(body, self.model_id, faults))
+        return rendered_prompt(request).split() + ["<|message|>"] * (TOKENS_PER_MESSAGE * len(request.messages))
 
     def answers_correctly(self, item: FixtureItem, seed: int | None) -> bool:
         # Depends only on (item, seed), so a less accurate profile's correct answers
@@ -198,13 +207,12 @@ def _within_budget(
             content = take_tokens(content or "", limit - reasoning_tokens)
         reasoning_tokens = count_tokens(reasoning)
         answer_tokens = count_tokens(content or "")
-    prompt_tokens = sum(count_tokens(message_text(m)) + _TOKENS_PER_MESSAGE for m in request.messages)
     return Completion(
         reasoning=reasoning,
         content=content,
         tool_calls=calls,
         finish_reason=finish_reason,
-        prompt_tokens=prompt_tokens,
+        prompt_tokens=prompt_tokens(request),
         completion_tokens=reasoning_tokens + answer_tokens,
         reasoning_tokens=reasoning_tokens,
     )
