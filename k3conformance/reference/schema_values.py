@@ -26,6 +26,10 @@ class UnsupportedSchema(ValueError):
     pass
 
 
+class EndlessSchema(UnsupportedSchema):
+    """Only values nested without end satisfy it (a node that must hold a next node)."""
+
+
 def example_value(schema: Mapping[str, Any]) -> Any:
     return _value(schema, schema, 0)
 
@@ -46,7 +50,7 @@ def _resolve(ref: str, root: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _value(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> Any:
     if depth > _GIVE_UP_DEPTH:
-        raise UnsupportedSchema("the schema requires infinitely nested values")
+        raise EndlessSchema("the schema requires infinitely nested values")
     if "$ref" in schema:
         return _value(_resolve(schema["$ref"], root), root, depth + 1)
     if "const" in schema:
@@ -110,7 +114,7 @@ def _object(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> d
     for name in required:
         try:
             value[name] = _value(properties.get(name, {}), root, depth + 1)
-        except UnsupportedSchema:
+        except EndlessSchema:
             if name in declared:
                 raise
             # An optional property whose type cannot end (a node that must have a next node) is left out.
