@@ -48,6 +48,7 @@ def activate(config: pytest.Config) -> RunState:
             f"with a conftest.py that sets {SUITES_MARKER} = True, or pass a --k3-* option"
         )
     config.addinivalue_line("markers", "k3_suite(name): the k3conformance suite a test belongs to")
+    config.addinivalue_line("markers", "k3_vendor: a vendor-mode check, run only with --k3-vendor")
     if not hasattr(config, "workerinput"):
         check_separate_path_values(config)
     state = RunState.for_process(config, resolve_settings(config))
@@ -218,21 +219,20 @@ class RunHooks:
         return [f"k3conformance: {agent_isolation(self.state.settings.agent_unisolated).describe()}"]
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        """--k3-limit: keep the first N items of each suite; then the sequential gate's committed order."""
-        _limit_items(config, items, self.state.settings.limit)
-        state = self.state
-        if state.baseline is not None and state.settings.sequential and state.role == "single":
-            from k3conformance.gate.sequential_hooks import order_for_sequential_gate
+        """Vendor-mode checks only with --k3-vendor; --k3-limit keeps N items per suite, every item kind a check needs."""
+        from k3conformance.probes.selection import limited, vendor_only
 
-            state.sequential = order_for_sequential_gate(config, items, state)
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        """Skip, before it waits for its requests, a test of a suite the sequential gate has stopped."""
-        if self.state.sequential is not None:
-            from k3conformance.gate.sequential_hooks import skip_if_stopped
-
-            skip_if_stopped(item, self.state.sequential)
+        settings = self.state.settings
+        deselected: list[pytest.Item] = []
+        if not settings.vendor:
+            deselected = [item for item in items if vendor_only(item)]
+            items[:] = [item for item in items if not vendor_only(item)]
+        if settings.limit is not None:
+            kept, dropped = limited(items, [probe_of(item) for item in items], settings.limit, settings.seed)
+            items[:] = kept
+            deselected += dropped
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         """Counted for the summary: a run that left tests out is a subset, not a baseline by accident."""

@@ -271,7 +271,12 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "backoff", non_negative_float, 1.0, "Base delay in seconds of the exponential retry backoff (default: 1)"
     ),
     OptionSpec("samples", positive_int, 1, "Samples per item for suites that sample (default: 1)"),
-    OptionSpec("limit", positive_int, None, "Items per suite (default: all)"),
+    OptionSpec(
+        "limit",
+        positive_int,
+        None,
+        "Items per suite, drawn with --k3-seed, keeping one item of every kind each check needs (default: all)",
+    ),
     OptionSpec("max_tokens", positive_int, None, "Generation budget per request (default: each suite's own)"),
     OptionSpec("temperature", temperature, 1.0, "Sampling temperature (default: 1.0, the model card's)"),
     OptionSpec("top_p", top_p, 0.95, "Nucleus sampling top_p (default: 0.95, the model card's)"),
@@ -283,6 +288,14 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         boolean,
         False,
         "Require reasoning in reasoning_content (SGLang's field); by default vLLM's reasoning is accepted too",
+        flag_only=True,
+    ),
+    OptionSpec(
+        "vendor",
+        boolean,
+        False,
+        "Vendor mode: also check what Moonshot's API fixes for vendor builds (locked sampling parameters); "
+        "open-source SGLang/vLLM deployments accept other values",
         flag_only=True,
     ),
     OptionSpec(
@@ -445,6 +458,7 @@ class Settings:
     top_p: float
     seed: int
     strict_reasoning_field: bool
+    vendor: bool
     cache_prompt_words: int
     math_dataset: tuple[str, ...]
     coding_dataset: tuple[str, ...]

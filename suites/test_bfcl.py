@@ -32,7 +32,11 @@ def _probe(item: Mapping[str, Any]) -> Probe:
         }
         for mode in MODES
     }
-    return Probe(SUITE, item["id"], requests=requests, samples=1, max_tokens=MAX_TOKENS, data=BFCL.provenance())
+    # BFCL's ids name its category (simple_3, parallel_multiple_18, irrelevance_7): a limited run keeps each.
+    kind = item["id"].rstrip("0123456789").rstrip("_")
+    return Probe(
+        SUITE, item["id"], requests=requests, samples=1, max_tokens=MAX_TOKENS, kind=kind, data=BFCL.provenance()
+    )
 
 
 PROBES = [_probe(item) for item in BFCL.items]

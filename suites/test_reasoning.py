@@ -7,6 +7,7 @@ its frames. Logic: `k3conformance/checks/reasoning.py`.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -145,4 +146,160 @@ def test_multi_turn_with_reasoning_history(probe: Probe, mode: str, k3_result: P
         k3_result.completion("first"),
         k3_result.completion(mode),
         f"{mode}, second turn with the first turn's reasoning",
+    )
+
+
+# --- the thinking parameters: each sent alone and together ---------------------------
+# These probes send exactly the thinking parameters below (thinking_as_given), in the
+# form --k3-think-mode names: Kimi's `thinking` object or open-source `chat_template_kwargs`.
+
+
+def thinking_fields(
+    think_mode: str, *, effort: str | None = None, enabled: bool = True, keep: bool | None = None
+) -> dict[str, Any]:
+    if think_mode == "kimi":
+        thinking: dict[str, Any] = {"type": "enabled" if enabled else "disabled"}
+        if effort is not None:
+            thinking["effort"] = effort
+        if keep is not None:
+            thinking["keep"] = "all" if keep else "none"
+        return {"thinking": thinking}
+    kwargs: dict[str, Any] = {"thinking": enabled}
+    if effort is not None:
+        kwargs["thinking_effort"] = effort
+    if keep is not None:
+        kwargs["preserve_thinking"] = keep
+    return {"chat_template_kwargs": kwargs}
+
+
+def effort_field(think_mode: str) -> str:
+    return "thinking.effort" if think_mode == "kimi" else "chat_template_kwargs.thinking_effort"
+
+
+async def _effort_contract(exchange: Exchange) -> None:
+    mode = exchange.settings.think_mode
+    steps = {
+        "omitted": {},
+        "field-low": thinking_fields(mode, effort="low"),
+        "field-max": thinking_fields(mode, effort="max"),
+        "reasoning-effort-low": {"reasoning_effort": "low"},
+        "field-low-reasoning-effort-max": {**thinking_fields(mode, effort="low"), "reasoning_effort": "max"},
+    }
+    prompt = FIXTURE.items[0]["prompt"]
+    await asyncio.gather(*(exchange.send(step, ask(prompt, "plain", **fields)) for step, fields in steps.items()))
+
+
+# Reasoning length is the only signal, so each step is sampled; one mode (request
+# handling does not depend on streaming, which the other checks cover).
+EFFORT_CONTRACT = Probe(
+    SUITE,
+    "effort-contract",
+    conversation=_effort_contract,
+    samples=EFFORT_SAMPLES,
+    max_tokens=MAX_TOKENS,
+    thinking_as_given=True,
+    data=FIXTURE.provenance(),
+)
+
+
+def _reasoning_words(result: ProbeResult, step: str) -> list[int]:
+    return [len((completion.reasoning or "").split()) for completion in result.completions(step)]
+
+
+effort_contract = pytest.mark.parametrize("probe", [EFFORT_CONTRACT], ids=str)
+
+
+@effort_contract
+def test_effort_omitted_means_max(probe: Probe, k3_result: ProbeResult) -> None:
+    words = {step: _reasoning_words(k3_result, step) for step in ("omitted", "field-low", "field-max")}
+    checks.check_effort_omitted_means_max(words["omitted"], words["field-low"], words["field-max"])
+
+
+@effort_contract
+def test_effort_parameter_applied(probe: Probe, k3_result: ProbeResult, k3_settings: Settings) -> None:
+    top = _reasoning_words(k3_result, "field-max")
+    field = effort_field(k3_settings.think_mode)
+    checks.check_effort_parameter_applied(_reasoning_words(k3_result, "field-low"), top, f"{field} alone")
+
+
+@effort_contract
+def test_reasoning_effort_alone_applied(probe: Probe, k3_result: ProbeResult) -> None:
+    top = _reasoning_words(k3_result, "field-max")
+    checks.check_reasoning_effort_alone_applied(_reasoning_words(k3_result, "reasoning-effort-low"), top)
+
+
+@effort_contract
+def test_effort_field_wins_over_reasoning_effort(probe: Probe, k3_result: ProbeResult, k3_settings: Settings) -> None:
+    both = _reasoning_words(k3_result, "field-low-reasoning-effort-max")
+    parameter = f"{effort_field(k3_settings.think_mode)} with reasoning_effort max"
+    checks.check_effort_field_wins_over_reasoning_effort(both, _reasoning_words(k3_result, "field-max"), parameter)
+
+
+async def _thinking_disabled(exchange: Exchange) -> None:
+    # keep "none" and an effort come along: both mean nothing once thinking is off, and
+    # must not be refused (KVV test_disabled_ignores_keep).
+    fields = thinking_fields(exchange.settings.think_mode, enabled=False, effort="high", keep=False)
+    prompt = FIXTURE.items[0]["prompt"]
+    await asyncio.gather(*(exchange.send(mode, ask(prompt, mode, **fields)) for mode in MODES))
+
+
+THINKING_DISABLED = Probe(
+    SUITE,
+    "thinking-disabled",
+    conversation=_thinking_disabled,
+    samples=1,
+    max_tokens=MAX_TOKENS,
+    thinking_as_given=True,
+    data=FIXTURE.provenance(),
+)
+
+
+@pytest.mark.parametrize("probe", [THINKING_DISABLED], ids=str)
+@modes
+def test_thinking_disabled(probe: Probe, mode: str, k3_result: ProbeResult, k3_settings: Settings) -> None:
+    how = "thinking.type disabled" if k3_settings.think_mode == "kimi" else "chat_template_kwargs.thinking false"
+    checks.check_thinking_disabled(k3_result.completion(mode), f"{how}, {mode}")
+
+
+# Three earlier turns; a fact the last question needs is only in the first turn's reasoning.
+KEEP_CODE = "7382"
+KEEP_HISTORY: list[dict[str, Any]] = [
+    {"role": "user", "content": "I will give you a code to remember. Reply only with 'noted'."},
+    {
+        "role": "assistant",
+        "content": "noted",
+        "reasoning_content": f"The user wants me to remember a code. The value of the key 'vault-code' is '{KEEP_CODE}'.",
+    },
+    {"role": "user", "content": "Thanks. Reply only with 'noted' again."},
+    {"role": "assistant", "content": "noted", "reasoning_content": "Nothing new to remember here."},
+    {"role": "user", "content": "What is the value of the key 'vault-code'? Answer with the code only."},
+]
+STRIPPED_HISTORY = [{key: value for key, value in m.items() if key != "reasoning_content"} for m in KEEP_HISTORY]
+
+
+async def _keep_all(exchange: Exchange) -> None:
+    fields = thinking_fields(exchange.settings.think_mode, keep=True)
+    sends = []
+    for mode in MODES:
+        stream = mode == "stream"
+        sends.append(exchange.send(f"keep-{mode}", {"messages": KEEP_HISTORY, "stream": stream, **fields}))
+        sends.append(exchange.send(f"stripped-{mode}", {"messages": STRIPPED_HISTORY, "stream": stream, **fields}))
+    await asyncio.gather(*sends)
+
+
+KEEP_ALL = Probe(SUITE, "keep-all", conversation=_keep_all, samples=1, max_tokens=MAX_TOKENS, thinking_as_given=True)
+keep_all = pytest.mark.parametrize("probe", [KEEP_ALL], ids=str)
+
+
+@keep_all
+@modes
+def test_keep_all_answer_uses_history_reasoning(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
+    checks.check_keep_all_answer_uses_history_reasoning(k3_result.completion(f"keep-{mode}"), KEEP_CODE, mode)
+
+
+@keep_all
+@modes
+def test_keep_all_counts_history_reasoning(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
+    checks.check_keep_all_counts_history_reasoning(
+        k3_result.completion(f"keep-{mode}"), k3_result.completion(f"stripped-{mode}"), mode
     )

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from k3conformance import Probe, ProbeResult, load_fixture
-from k3conformance.checks.structured_output import check_response_format_json_schema
+from k3conformance.checks import structured_output as checks
 
 SUITE = "structured_output"
 MODES = ("plain", "stream")
@@ -44,4 +44,52 @@ PROBES = [
 @pytest.mark.parametrize("probe", PROBES, ids=str)
 @pytest.mark.parametrize("mode", MODES)
 def test_response_format_json_schema(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
-    check_response_format_json_schema(k3_result.completion(mode), SCHEMAS[probe.item], mode)
+    checks.check_response_format_json_schema(k3_result.completion(mode), SCHEMAS[probe.item], mode)
+
+
+# The other response_format modes (Kimi's API documents text, json_object and json_schema;
+# json_schema strict false guarantees only valid JSON), on the first item's prompt.
+FIRST = FIXTURE.items[0]
+OTHER_FORMATS: dict[str, dict[str, Any]] = {
+    "text": {"type": "text"},
+    "json-object": {"type": "json_object"},
+    "json-schema-non-strict": {
+        "type": "json_schema",
+        "json_schema": {"name": FIRST["id"].replace("-", "_"), "schema": FIRST["schema"], "strict": False},
+    },
+}
+FORMATS = Probe(
+    SUITE,
+    "response-format-modes",
+    requests={
+        f"{name}-{mode}": {
+            "messages": [{"role": "user", "content": f"{FIRST['prompt']} Answer in JSON."}],
+            "response_format": response_format,
+            "stream": mode == "stream",
+        }
+        for name, response_format in OTHER_FORMATS.items()
+        for mode in MODES
+    },
+    samples=1,
+    max_tokens=MAX_TOKENS,
+    data=FIXTURE.provenance(),
+)
+formats = pytest.mark.parametrize("probe", [FORMATS], ids=str)
+
+
+@formats
+@pytest.mark.parametrize("mode", MODES)
+def test_response_format_text(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
+    checks.check_response_format_text(k3_result.completion(f"text-{mode}"), mode)
+
+
+@formats
+@pytest.mark.parametrize("mode", MODES)
+def test_response_format_json_object(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
+    checks.check_response_format_json_object(k3_result.completion(f"json-object-{mode}"), mode)
+
+
+@formats
+@pytest.mark.parametrize("mode", MODES)
+def test_response_format_json_schema_non_strict(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
+    checks.check_response_format_json_schema_non_strict(k3_result.completion(f"json-schema-non-strict-{mode}"), mode)

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,7 +53,15 @@ def _calling_probe(item: Mapping[str, Any]) -> Probe:
         if item["category"] == "named":
             choice = {"type": "function", "function": {"name": _named_choice(item)}}
             requests[f"named-{mode}"] = _request(item, mode, tool_choice=choice)
-    return Probe(SUITE, item["id"], requests=requests, samples=1, max_tokens=MAX_TOKENS, data=AUTHORED.provenance())
+    return Probe(
+        SUITE,
+        item["id"],
+        requests=requests,
+        samples=1,
+        max_tokens=MAX_TOKENS,
+        kind=item["category"],
+        data=AUTHORED.provenance(),
+    )
 
 
 def _irrelevance_probe(item: Mapping[str, Any]) -> Probe:
@@ -203,3 +212,91 @@ def test_round_trip_uses_tool_result(probe: Probe, mode: str, k3_result: ProbeRe
         if f"{mode}-turn{turn}" in k3_result.samples[0].outcomes
     ]
     checks.check_round_trip_uses_tool_result(turns, ITEMS[probe.item]["answer_contains"], mode)
+
+
+# --- K3's dynamic tools: declared inside system messages (messages[].tools) ----------
+# A K3 API feature (Kimi-Vendor-Verifier README, tests/k3_features/test_dynamic_tools.py;
+# SGLang 0.5.23 adds them to the request's tools). Requests go out as raw JSON, so the
+# non-standard field reaches the server.
+DYNAMIC_PROMPT = "What is the weather in Beijing right now? Look it up with a tool."
+WEATHER = TOOLS["get_weather"]
+
+
+def _dynamic_request(mode: str, *, with_global: bool) -> dict[str, Any]:
+    request: dict[str, Any] = {
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "system", "content": "", "tools": [WEATHER]},
+            {"role": "user", "content": DYNAMIC_PROMPT},
+        ],
+        "tool_choice": "required",
+        "stream": mode == "stream",
+    }
+    if with_global:
+        request["tools"] = [TOOLS["send_email"]]
+    return request
+
+
+DYNAMIC = Probe(
+    SUITE,
+    "dynamic-tools",
+    requests={
+        f"{variant}-{mode}": _dynamic_request(mode, with_global=variant == "with-global")
+        for variant in ("only-dynamic", "with-global")
+        for mode in MODES
+    },
+    samples=1,
+    max_tokens=MAX_TOKENS,
+    data=AUTHORED.provenance(),
+)
+
+
+@pytest.mark.parametrize("probe", [DYNAMIC], ids=str)
+@modes
+def test_dynamic_tools_called(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
+    for variant, context in (("only-dynamic", "only dynamic tools"), ("with-global", "dynamic and global tools")):
+        checks.check_dynamic_tools_called(
+            k3_result.completion(f"{variant}-{mode}"), "get_weather", f"{context}, {mode}"
+        )
+
+
+# --- histories written by other clients ----------------------------------------------
+# Other id formats (OpenAI's call_…, Anthropic-style toolu_…), empty and list content in
+# assistant turns: all valid, and the answer must use the tool results.
+OTHER_CLIENT_ITEM = next(item for item in AUTHORED.items if item["category"] == "round_trip")
+
+
+def _other_client_history(mode: str) -> dict[str, Any]:
+    call = OTHER_CLIENT_ITEM["expected_calls"][0]
+    arguments = json.dumps(call["arguments"], ensure_ascii=False)
+    calls = [
+        {"id": call_id, "type": "function", "function": {"name": call["name"], "arguments": arguments}}
+        for call_id in ("call_9f3b2c1d7e", "toolu_01A09q90qw90lq917835")
+    ]
+    return {
+        "messages": [
+            {"role": "user", "content": OTHER_CLIENT_ITEM["prompt"]},
+            {"role": "assistant", "content": [{"type": "text", "text": ""}], "tool_calls": calls[:1]},
+            {"role": "tool", "tool_call_id": calls[0]["id"], "content": OTHER_CLIENT_ITEM["tool_result"]},
+            {"role": "assistant", "content": "", "tool_calls": calls[1:]},
+            {"role": "tool", "tool_call_id": calls[1]["id"], "content": OTHER_CLIENT_ITEM["tool_result"]},
+        ],
+        "tools": _tools_of(OTHER_CLIENT_ITEM),
+        "stream": mode == "stream",
+    }
+
+
+OTHER_CLIENT = Probe(
+    SUITE,
+    "other-client-history",
+    requests={mode: _other_client_history(mode) for mode in MODES},
+    samples=1,
+    max_tokens=MAX_TOKENS,
+    data=AUTHORED.provenance(),
+)
+
+
+@pytest.mark.parametrize("probe", [OTHER_CLIENT], ids=str)
+@modes
+def test_history_from_other_clients(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
+    checks.check_history_from_other_clients(k3_result.completion(mode), OTHER_CLIENT_ITEM["answer_contains"], mode)

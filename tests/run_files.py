@@ -22,6 +22,8 @@ CONFORMANCE_SUITES = (
     "test_structured_output.py",
     "test_request_validation.py",
     "test_state_consistency.py",
+    "test_tool_schemas.py",
+    "test_prompt_tokens.py",
 )
 
 

@@ -687,3 +687,174 @@ def test_stream_only_fault_leaves_the_non_streaming_answer_healthy(servers: Serv
     body = STREAM_ONLY[fault]
     assert as_sent(servers[fault], body, stream=True) != as_sent(servers["tp8"], body, stream=True)
     assert as_sent(servers[fault], body, stream=False) == as_sent(servers["tp8"], body, stream=False)
+
+
+# The request contract (issue 13)
+
+CHAIN_OF_THOUGHT = user(SUM)
+
+
+def reasoning_words(server: RunningServer, body: dict[str, Any]) -> int:
+    return len((completion(server, body)["choices"][0]["message"].get("reasoning_content") or "").split())
+
+
+@shows("effort-precedence-inverted")
+def reasoning_effort_overrides_the_effort_field(faulty: RunningServer, healthy: RunningServer) -> None:
+    for field in ({"thinking": {"effort": "low"}}, {"chat_template_kwargs": {"thinking_effort": "low"}}):
+        both = {**CHAIN_OF_THOUGHT, **field, "reasoning_effort": "max"}
+        assert reasoning_words(healthy, both) == reasoning_words(healthy, {**CHAIN_OF_THOUGHT, **field})
+        assert reasoning_words(faulty, both) == reasoning_words(
+            healthy, {**CHAIN_OF_THOUGHT, "reasoning_effort": "max"}
+        )
+
+
+@shows("reasoning-effort-dropped")
+def reasoning_effort_alone_is_ignored(faulty: RunningServer, healthy: RunningServer) -> None:
+    low = {**CHAIN_OF_THOUGHT, "reasoning_effort": "low"}
+    assert reasoning_words(faulty, low) == reasoning_words(healthy, CHAIN_OF_THOUGHT) > reasoning_words(healthy, low)
+
+
+@shows("thinking-disable-ignored")
+def disabled_thinking_still_reasons(faulty: RunningServer, healthy: RunningServer) -> None:
+    for off in ({"thinking": {"type": "disabled"}}, {"chat_template_kwargs": {"thinking": False}}, {"thinking": False}):
+        assert reasoning_words(healthy, {**CHAIN_OF_THOUGHT, **off}) == 0
+        assert reasoning_words(faulty, {**CHAIN_OF_THOUGHT, **off}) > 0
+
+
+KEPT_HISTORY = {
+    "messages": [
+        {"role": "user", "content": "Remember a code."},
+        {"role": "assistant", "content": "noted", "reasoning_content": "The value of the key 'vault' is '7382'."},
+        {"role": "user", "content": "What is the value of the key 'vault'?"},
+    ]
+}
+
+
+@shows("history-reasoning-dropped")
+def earlier_reasoning_is_dropped(faulty: RunningServer, healthy: RunningServer) -> None:
+    stripped = {
+        "messages": [{k: v for k, v in m.items() if k != "reasoning_content"} for m in KEPT_HISTORY["messages"]]
+    }
+    healthy_reply = completion(healthy, KEPT_HISTORY)
+    assert "7382" in healthy_reply["choices"][0]["message"]["content"]
+    assert healthy_reply["usage"]["prompt_tokens"] > completion(healthy, stripped)["usage"]["prompt_tokens"]
+    faulty_reply = completion(faulty, KEPT_HISTORY)
+    assert "7382" not in faulty_reply["choices"][0]["message"]["content"]
+    assert faulty_reply["usage"]["prompt_tokens"] == completion(faulty, stripped)["usage"]["prompt_tokens"]
+
+
+DYNAMIC_ONLY = {
+    "messages": [
+        {"role": "system", "content": "", "tools": [WEATHER]},
+        {"role": "user", "content": "Weather in Paris?"},
+    ],
+    "tool_choice": "required",
+}
+
+
+@shows("dynamic-tools-ignored")
+def tools_in_messages_are_dropped(faulty: RunningServer, healthy: RunningServer) -> None:
+    assert call_names(answer(healthy, DYNAMIC_ONLY, stream=False)) == ["get_weather"]
+    assert post(faulty, DYNAMIC_ONLY)[0] == 400  # required, and no tools left
+
+
+@shows("dynamic-tools-unvalidated")
+def malformed_tools_in_messages_are_answered(faulty: RunningServer, healthy: RunningServer) -> None:
+    for tools in ([function_tool("1bad")], [{"type": "bogus"}], [None]):
+        body = {"messages": [{"role": "system", "content": "", "tools": tools}, {"role": "user", "content": PONG}]}
+        assert post(healthy, body)[0] == 400
+        assert post(faulty, body)[0] == 200
+
+
+@shows("response-format-unvalidated")
+def malformed_response_formats_are_answered(faulty: RunningServer, healthy: RunningServer) -> None:
+    for response_format in ({"type": "bogus"}, {"type": "json_schema", "json_schema": {"schema": {}}}):
+        assert post(healthy, user(PONG, response_format=response_format))[0] == 400
+        assert post(faulty, user(PONG, response_format=response_format))[0] == 200
+
+
+@shows("rejects-tool-choice-without-tools")
+def tool_choice_without_tools_is_refused(faulty: RunningServer, healthy: RunningServer) -> None:
+    for choice in ("auto", "none"):
+        assert post(healthy, user(PONG, tool_choice=choice))[0] == 200
+        assert post(faulty, user(PONG, tool_choice=choice))[0] == 400
+
+
+@shows("sampling-params-unlocked")
+def locked_sampling_parameters_are_passed_on(faulty: RunningServer, healthy: RunningServer) -> None:
+    for fields in ({"temperature": 1.1}, {"top_p": 0.8}, {"presence_penalty": 0.5}, {"frequency_penalty": 0.5}):
+        assert post(healthy, user(PONG, **fields))[0] == 400
+        assert post(faulty, user(PONG, **fields))[0] == 200
+
+
+FOREIGN_HISTORY = {
+    "messages": [
+        {"role": "user", "content": FORECAST_PROMPT},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": ""}],
+            "tool_calls": [
+                {"id": "call_abc", "type": "function", "function": {"name": "get_forecast", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_abc", "content": "sunny"},
+    ],
+    "tools": TOOLS,
+}
+
+
+@shows("strict-history-ids")
+def histories_from_other_clients_are_refused(faulty: RunningServer, healthy: RunningServer) -> None:
+    assert post(healthy, FOREIGN_HISTORY)[0] == 200
+    assert post(faulty, FOREIGN_HISTORY)[0] == 400
+
+
+NUMERIC_STRING = {
+    "messages": [{"role": "user", "content": "Open account 00125648."}],
+    "tools": [function_tool("open_account", {"number": {"type": "string", "examples": ["00125648"]}})],
+    "tool_choice": "required",
+}
+
+
+@shows("numeric-strings-coerced")
+def numeric_looking_strings_become_numbers(faulty: RunningServer, healthy: RunningServer) -> None:
+    def arguments(server: RunningServer) -> Any:
+        return json.loads(answer(server, NUMERIC_STRING, stream=False).tool_calls[0]["function"]["arguments"])  # type: ignore[index]
+
+    assert arguments(healthy) == {"number": "00125648"}
+    assert arguments(faulty) == {"number": 125648}
+
+
+BOUNDED = {
+    "messages": [{"role": "user", "content": "Record a reading."}],
+    "tools": [function_tool("record", {"level": {"type": "integer", "minimum": 5, "maximum": 9}})],
+    "tool_choice": "required",
+}
+
+
+@shows("schema-constraints-dropped")
+def arguments_break_the_declared_bounds(faulty: RunningServer, healthy: RunningServer) -> None:
+    def level(server: RunningServer) -> Any:
+        return json.loads(answer(server, BOUNDED, stream=False).tool_calls[0]["function"]["arguments"])["level"]  # type: ignore[index]
+
+    assert 5 <= level(healthy) <= 9
+    assert not 5 <= level(faulty) <= 9
+
+
+def tokenized(server: RunningServer, body: dict[str, Any]) -> int:
+    request = urllib.request.Request(
+        server.url.removesuffix("/v1") + "/tokenize",
+        data=json.dumps({"model": MODEL, **body}).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return int(json.loads(response.read())["count"])
+
+
+@shows("prompt-tokens-exclude-tools")
+def usage_leaves_out_the_tools(faulty: RunningServer, healthy: RunningServer) -> None:
+    with_tools = user(FORECAST_PROMPT, tools=TOOLS)
+    assert completion(healthy, with_tools)["usage"]["prompt_tokens"] == tokenized(healthy, with_tools)
+    assert completion(faulty, with_tools)["usage"]["prompt_tokens"] < tokenized(faulty, with_tools)
+    assert completion(faulty, PLAIN)["usage"]["prompt_tokens"] == tokenized(faulty, PLAIN)

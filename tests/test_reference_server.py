@@ -534,3 +534,50 @@ def test_serve_prints_the_url_first_and_shuts_down_cleanly(stop_by: str) -> None
     finally:
         process.kill()
         process.wait()
+
+
+def test_tokenize_counts_what_usage_counts(server: RunningServer) -> None:
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Weather in Oslo?"}], "tools": tools}
+    status, raw = http("POST", server.url + "/chat/completions", body)
+    assert status == 200
+    usage = json.loads(raw)["usage"]["prompt_tokens"]
+    root = server.url.removesuffix("/v1")
+    for url in (root + "/tokenize", server.url + "/tokenize"):
+        status, raw = http("POST", url, body)
+        assert status == 200
+        answer = json.loads(raw)
+        assert answer["count"] == len(answer["tokens"]) == usage
+    status, raw = http("POST", root + "/tokenize", {"prompt": "one two three"})
+    assert json.loads(raw)["count"] == 3
+
+
+@pytest.mark.parametrize(
+    ("fields", "effort"),
+    [
+        ({}, "max"),
+        ({"reasoning_effort": "low"}, "low"),
+        ({"thinking": {"effort": "low"}, "reasoning_effort": "max"}, "low"),
+        ({"chat_template_kwargs": {"thinking_effort": "high"}, "reasoning_effort": "low"}, "high"),
+    ],
+)
+def test_the_effort_field_wins_over_reasoning_effort(fields: dict[str, Any], effort: str) -> None:
+    from k3conformance.reference.request import parse_request
+
+    request = parse_request({"messages": [{"role": "user", "content": "hi"}], **fields}, MODEL)
+    assert (request.effort, request.thinking, request.keep_reasoning) == (effort, True, True)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"thinking": {"type": "disabled", "keep": "none", "effort": "high"}},
+        {"thinking": False},
+        {"chat_template_kwargs": {"thinking": False}},
+        {"reasoning_effort": "none"},
+    ],
+)
+def test_thinking_switched_off(fields: dict[str, Any]) -> None:
+    from k3conformance.reference.request import parse_request
+
+    assert not parse_request({"messages": [{"role": "user", "content": "hi"}], **fields}, MODEL).thinking

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 from k3conformance.checks.failures import expect
 from k3conformance.checks.markup import find_markup
@@ -238,3 +239,115 @@ def check_stream_reasoning_not_nulled(completion: Completion) -> None:
         got=f"reasoning_content: null on {stats.null_reasoning_frames} of {stats.frames} frames and no reasoning",
         hint="SGLang issue 39898: the streaming reasoning parser dropped the thinking",
     )
+
+
+# --- the thinking parameters (K3's request contract) ----------------------------------
+# Sources: SGLang 0.5.23 serving_chat.py (chat_template_kwargs.thinking_effort wins, and
+# reasoning_effort fills in only where it is absent) and Moonshot's Kimi-Vendor-Verifier
+# tests/k3_features/test_thinking_effort.py (thinking.effort wins; effort omitted is max).
+
+
+def _mean(values: Sequence[int]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def _longer(longer: Sequence[int], shorter: Sequence[int]) -> float:
+    """p-value that `longer` reasons more than `shorter` (one-sided exact permutation test)."""
+    return permutation_p_greater(list(longer), list(shorter))
+
+
+def _effort_failure_layer(*samples: Sequence[int]) -> Literal["parser", "api"]:
+    # No reasoning at all is reasoning_present's failure (the parser's), not the effort's.
+    return "api" if any(value for values in samples for value in values) else "parser"
+
+
+def check_effort_omitted_means_max(omitted: Sequence[int], low: Sequence[int], top: Sequence[int]) -> None:
+    """Without any effort parameter K3 reasons at `max`: longer than at `low`, and not
+    significantly shorter than at `max`."""
+    __tracebackhide__ = True
+    above_low, below_max = _longer(omitted, low), _longer(top, omitted)
+    expect(
+        above_low < EFFORT_ALPHA and below_max >= EFFORT_ALPHA,
+        layer=_effort_failure_layer(omitted, low, top),
+        expected=(
+            f"reasoning at effort max when no effort is sent: longer than low (p < {EFFORT_ALPHA}) and not "
+            "shorter than max"
+        ),
+        got=(
+            f"mean words: omitted {_mean(omitted):.0f}, low {_mean(low):.0f}, max {_mean(top):.0f}; "
+            f"p(omitted > low) = {above_low:.3f}, p(max > omitted) = {below_max:.3f}"
+        ),
+        hint="K3's default effort is max; a server default of high or low shows here",
+    )
+
+
+def check_effort_parameter_applied(applied: Sequence[int], top: Sequence[int], parameter: str) -> None:
+    """A request for effort `low` through `parameter` reasons less than one for `max`."""
+    __tracebackhide__ = True
+    p_value = _longer(top, applied)
+    expect(
+        p_value < EFFORT_ALPHA,
+        layer=_effort_failure_layer(applied, top),
+        expected=f"shorter reasoning for effort low sent as {parameter} than for max (p < {EFFORT_ALPHA})",
+        got=f"mean words: low via {parameter} {_mean(applied):.0f}, max {_mean(top):.0f}; p = {p_value:.3f}",
+        hint=(
+            "the parameter must reach the chat template; where both are given, thinking.effort / "
+            "chat_template_kwargs.thinking_effort wins over reasoning_effort (SGLang, Moonshot's API)"
+        ),
+    )
+
+
+def check_thinking_disabled(completion: Completion, how: str) -> None:
+    """With thinking off there is no reasoning, and an answer."""
+    __tracebackhide__ = True
+    expect(
+        not (completion.reasoning or "").strip(),
+        layer="api",
+        expected=f"no reasoning with thinking disabled ({how})",
+        got=f"reasoning {excerpt(completion.reasoning)}",
+        hint="the switch must reach the chat template (chat_template_kwargs.thinking or thinking.type)",
+    )
+    expect(
+        bool((completion.content or "").strip()),
+        layer="parser",
+        expected=f"an answer in content with thinking disabled ({how})",
+        got=f"content {completion.content!r}",
+    )
+
+
+def check_keep_all_answer_uses_history_reasoning(completion: Completion, needed: str, mode: str) -> None:
+    """The answer needs a fact that only an earlier turn's reasoning carried."""
+    __tracebackhide__ = True
+    expect(
+        needed in (completion.content or ""),
+        layer="api",
+        expected=f"an answer with {needed!r}, which only an earlier turn's reasoning holds ({mode}; keep all)",
+        got=f"content {excerpt(completion.content)}",
+        hint='thinking.keep "all" / chat_template_kwargs.preserve_thinking must keep earlier reasoning in the prompt',
+    )
+
+
+def check_keep_all_counts_history_reasoning(kept: Completion, stripped: Completion, mode: str) -> None:
+    """The kept reasoning is part of the prompt, so it is counted in prompt_tokens."""
+    __tracebackhide__ = True
+    with_reasoning = (kept.usage or {}).get("prompt_tokens")
+    without = (stripped.usage or {}).get("prompt_tokens")
+    expect(
+        isinstance(with_reasoning, int) and isinstance(without, int) and with_reasoning > without,
+        layer="api",
+        expected=f"more prompt_tokens with the earlier turns' reasoning than without it ({mode}; keep all)",
+        got=f"prompt_tokens {with_reasoning} with, {without} without",
+        hint="a template that drops earlier reasoning counts the same prompt both ways",
+    )
+
+
+def check_reasoning_effort_alone_applied(low: Sequence[int], top: Sequence[int]) -> None:
+    """`reasoning_effort` sent alone takes effect: its low is shorter than the effort field's max."""
+    __tracebackhide__ = True
+    check_effort_parameter_applied(low, top, "reasoning_effort")
+
+
+def check_effort_field_wins_over_reasoning_effort(both: Sequence[int], top: Sequence[int], parameter: str) -> None:
+    """With both sent, the thinking effort field takes effect over `reasoning_effort` (README: K3's API contract)."""
+    __tracebackhide__ = True
+    check_effort_parameter_applied(both, top, parameter)

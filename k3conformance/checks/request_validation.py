@@ -3,7 +3,7 @@ get HTTP 400 with an error body, not 500, not 200."""
 
 from __future__ import annotations
 
-from k3conformance.checks.failures import expect
+from k3conformance.checks.failures import check_stopped, expect
 from k3conformance.endpoint.completion import Completion
 from k3conformance.endpoint.errors import RequestError
 from k3conformance.formatting import excerpt
@@ -35,3 +35,44 @@ def check_invalid_request_rejected(outcome: Outcome, case: str, mode: str) -> No
         expected=f"an error body saying what is wrong with {case} ({mode})",
         got=outcome.body,
     )
+
+
+def check_accepted_text_answer(outcome: Outcome, case: str, mode: str) -> None:
+    """A valid request that looks unusual is answered: HTTP 200, a text answer, no tool calls."""
+    __tracebackhide__ = True
+    expect(
+        isinstance(outcome, Completion),
+        layer="api",
+        expected=f"HTTP 200 for {case}, a valid request ({mode})",
+        got=outcome.describe() if isinstance(outcome, RequestError) else outcome,
+        hint="a valid request must be answered (tool_choice 'auto' and 'none' need no tools, for instance)",
+    )
+    assert isinstance(outcome, Completion)
+    expect(
+        not outcome.tool_calls and bool((outcome.content or "").strip()),
+        layer="api",
+        expected=f"a text answer without tool calls for {case} ({mode})",
+        got=f"content {excerpt(outcome.content)}, tool_calls {outcome.tool_calls}",
+    )
+    check_stopped(outcome, f"{case}, {mode}")
+
+
+def check_malformed_dynamic_tools_rejected(outcome: Outcome, case: str, mode: str) -> None:
+    __tracebackhide__ = True
+    check_invalid_request_rejected(outcome, case, mode)
+
+
+def check_malformed_response_format_rejected(outcome: Outcome, case: str, mode: str) -> None:
+    __tracebackhide__ = True
+    check_invalid_request_rejected(outcome, case, mode)
+
+
+def check_tool_choice_without_tools_accepted(outcome: Outcome, case: str, mode: str) -> None:
+    __tracebackhide__ = True
+    check_accepted_text_answer(outcome, case, mode)
+
+
+def check_locked_sampling_parameters_rejected(outcome: Outcome, case: str, mode: str) -> None:
+    """Vendor mode: Moonshot's API fixes these sampling parameters; other values get a 400."""
+    __tracebackhide__ = True
+    check_invalid_request_rejected(outcome, case, mode)

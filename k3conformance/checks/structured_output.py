@@ -43,3 +43,49 @@ def check_response_format_json_schema(completion: Completion, schema: Mapping[st
         for error in Draft202012Validator(schema).iter_errors(value)
     ]
     expect(not errors, layer="api", expected=f"content valid against the schema ({mode})", got="; ".join(errors[:3]))
+
+
+def check_json_object_content(completion: Completion, context: str) -> None:
+    """response_format json_object, or json_schema with strict false: content is a JSON object."""
+    __tracebackhide__ = True
+    check_stopped(completion, context)
+    content = (completion.content or "").strip()
+    try:
+        value = json.loads(content)
+    except ValueError:
+        value = None
+    expect(
+        isinstance(value, dict),
+        layer="api",
+        expected=f"content that is one JSON object ({context})",
+        got=content,
+        hint="the server may ignore response_format (no structured-output backend, or not forwarded)",
+    )
+
+
+def check_text_content(completion: Completion, context: str) -> None:
+    """response_format text (the default): a plain answer."""
+    __tracebackhide__ = True
+    check_stopped(completion, context)
+    expect(
+        bool((completion.content or "").strip()),
+        layer="api",
+        expected=f"a text answer ({context})",
+        got=completion.content,
+    )
+
+
+def check_response_format_text(completion: Completion, mode: str) -> None:
+    __tracebackhide__ = True
+    check_text_content(completion, f"response_format text, {mode}")
+
+
+def check_response_format_json_object(completion: Completion, mode: str) -> None:
+    __tracebackhide__ = True
+    check_json_object_content(completion, f"response_format json_object, {mode}")
+
+
+def check_response_format_json_schema_non_strict(completion: Completion, mode: str) -> None:
+    """json_schema with strict false guarantees valid JSON, not the schema."""
+    __tracebackhide__ = True
+    check_json_object_content(completion, f"response_format json_schema with strict false, {mode}")

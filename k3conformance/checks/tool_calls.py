@@ -340,3 +340,22 @@ def check_round_trip_uses_tool_result(turns: Sequence[Completion], answer_contai
     check_ids_unique_across_turns(turns, mode)
     check_no_tool_markup_in_content(turns[2], f"after a tool round trip, {mode}")
     check_answer_uses_result(turns[2], answer_contains, mode)
+
+
+def check_dynamic_tools_called(completion: Completion, name: str, context: str) -> None:
+    """tool_choice required, and the only fitting tool declared inside a system message."""
+    __tracebackhide__ = True
+    called = [call["function"]["name"] for call in completion.tool_calls or ()]
+    expect(
+        name in called,
+        layer="api",
+        expected=f"a call to {name!r}, declared in a system message's tools ({context})",
+        got=f"calls {called}, content {excerpt(completion.content)}",
+        hint="the server must read messages[].tools (a K3 API feature) and add them to the request's tools",
+    )
+
+
+def check_history_from_other_clients(completion: Completion, answer_contains: str, mode: str) -> None:
+    """A history with other clients' id formats and empty or list content is answered from its tool results."""
+    __tracebackhide__ = True
+    check_answer_uses_result(completion, answer_contains, f"a history written by other clients, {mode}")

@@ -21,7 +21,7 @@ import openai
 
 from k3conformance.endpoint.completion import Completion, StreamAssembler, from_message
 from k3conformance.endpoint.errors import ErrorClass, RequestError
-from k3conformance.endpoint.url import split_credentials
+from k3conformance.endpoint.url import server_root, split_credentials
 
 T = TypeVar("T")
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -173,6 +173,25 @@ class EndpointClient:
             if attempts > self._retry.retries:
                 return failure, attempts
             await asyncio.sleep(self._retry.delay(attempts - 1, retry_after))
+
+    async def tokenize(self, body: dict[str, Any]) -> int | RequestError:
+        """The server's own token count of the prompt `body` renders to, from its
+        tokenization endpoint: `POST /tokenize` at the server root, with `messages`, as
+        SGLang serves it (serving_tokenize.py, answering `count`), and vLLM has the route. An
+        error where the server has none (404) or it fails; not retried."""
+        url = server_root(str(self._sdk.base_url)) + "/tokenize"
+        try:
+            async with self._slots:
+                answer = await self._sdk.post(url, cast_to=object, body=body)
+        except openai.APIStatusError as error:
+            message, excerpt = _status_error_message(error)
+            return RequestError(ErrorClass.API, type(error).__name__, message, 1, error.status_code, excerpt)
+        except (openai.APITimeoutError, openai.APIConnectionError) as error:
+            return RequestError(ErrorClass.INFRA, type(error).__name__, str(error), 1)
+        count = answer.get("count") if isinstance(answer, dict) else None
+        if isinstance(count, bool) or not isinstance(count, int):
+            return RequestError(ErrorClass.API, "MalformedTokenize", f"no integer count in {_excerpt(str(answer))}", 1)
+        return count
 
     async def _send_once(self, body: dict[str, Any]) -> Completion:
         """One attempt. The SDK builds and sends the request and turns HTTP errors into its

@@ -40,6 +40,10 @@ class Exchange(Protocol):
         """Build, send and record one request; each step name once per sample."""
         ...
 
+    async def count_prompt_tokens(self, partial: Mapping[str, Any]) -> int | RequestError:
+        """The server's own tokenizer count for the request `partial` builds (its tokenization endpoint)."""
+        ...
+
 
 Conversation = Callable[[Exchange], Awaitable[None]]
 
@@ -66,6 +70,12 @@ class Probe:
     # test (a crash where a 400 belongs), not an infrastructure failure. 429, 502, 503
     # and 504 still are: they say nothing about validation.
     status_errors_are_results: bool = False
+    # Checks of the thinking parameters themselves send exactly the ones their requests
+    # give; every other probe gets the run's (--k3-think-mode, --k3-reasoning-effort).
+    thinking_as_given: bool = False
+    # What sort of item this is within its suite (a tool-call category, a schema family):
+    # a limited run keeps at least one of every kind each check uses. "" for the dataset's.
+    kind: str = ""
     data: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -35,6 +35,7 @@ def build_body(
     model: str,
     sample: int,
     suite_max_tokens: int | None,
+    thinking_as_given: bool = False,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
@@ -44,8 +45,9 @@ def build_body(
         "max_tokens": settings.max_tokens or suite_max_tokens or DEFAULT_MAX_TOKENS,
     }
     given = copy.deepcopy(dict(partial))
-    effort = given.pop("reasoning_effort", settings.reasoning_effort)
-    body.update(thinking_parameters(settings.think_mode, effort))
+    if not thinking_as_given:
+        effort = given.pop("reasoning_effort", settings.reasoning_effort)
+        body.update(thinking_parameters(settings.think_mode, effort))
     body.update(given)
     if body.get("stream"):
         body.setdefault("stream_options", {"include_usage": True})

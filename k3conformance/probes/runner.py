@@ -27,6 +27,10 @@ from k3conformance.runs.records import RecordWriter, ResumeIndex, utc_now
 from k3conformance.runs.schema import ResponseRecord
 
 T = TypeVar("T")
+# Request fields that shape the generation, not the prompt: a tokenizer endpoint needs none.
+GENERATION_ONLY = frozenset(
+    {"stream", "stream_options", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed"}
+)
 ProbeKey = tuple[str, str]
 
 
@@ -83,6 +87,11 @@ class RunnerExchange:
         outcome = await self._runner.send(self.probe, self.sample, step, partial)
         self.outcomes[step] = outcome
         return outcome
+
+    async def count_prompt_tokens(self, partial: Mapping[str, Any]) -> int | RequestError:
+        """The server's tokenizer endpoint's count for the prompt of the body `send` would
+        send for `partial` (without the generation parameters, which render nothing)."""
+        return await self._runner.tokenize(self.probe, self.sample, partial)
 
 
 @dataclass
@@ -205,10 +214,23 @@ class Runner:
             await asyncio.gather(*(exchange.send(step, partial) for step, partial in probe.requests.items()))
         return SampleResult(sample, exchange.outcomes, exchange.notes)
 
-    async def send(self, probe: Probe, sample: int, step: str, partial: Mapping[str, Any]) -> Outcome:
-        body = build_body(
-            partial, settings=self.settings, model=self.model, sample=sample, suite_max_tokens=probe.max_tokens
+    def _body(self, probe: Probe, sample: int, partial: Mapping[str, Any]) -> dict[str, Any]:
+        return build_body(
+            partial,
+            settings=self.settings,
+            model=self.model,
+            sample=sample,
+            suite_max_tokens=probe.max_tokens,
+            thinking_as_given=probe.thinking_as_given,
         )
+
+    async def tokenize(self, probe: Probe, sample: int, partial: Mapping[str, Any]) -> int | RequestError:
+        body = self._body(probe, sample, partial)
+        prompt_only = {key: value for key, value in body.items() if key not in GENERATION_ONLY}
+        return await self._client.tokenize(prompt_only)
+
+    async def send(self, probe: Probe, sample: int, step: str, partial: Mapping[str, Any]) -> Outcome:
+        body = self._body(probe, sample, partial)
         body_print = fingerprint(body)
         if self._resume is not None:
             earlier = self._resume.get((probe.suite, probe.item, sample, step), body_print)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import hmac
 import itertools
 import logging
@@ -75,6 +76,26 @@ def _require_api_key(api_key: str) -> Middleware:
     return check_api_key
 
 
+# K3's context window.
+MAX_MODEL_LEN = 1_048_576
+_VOCABULARY = 163_840
+
+
+def _token_id(word: str) -> int:
+    return int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "big") % _VOCABULARY
+
+
+async def _json_object(request: web.Request) -> dict[str, Any] | web.Response:
+    """The request's JSON object body, or the 400 that answers a body that is not one."""
+    try:
+        body = await request.json()
+    except ValueError:
+        return error_response(400, "request body is not valid JSON")
+    if not isinstance(body, dict):
+        return error_response(400, "request body must be a JSON object")
+    return body
+
+
 def _batches(frames: Iterator[str]) -> Iterator[bytes]:
     while batch := list(itertools.islice(frames, _FRAMES_PER_WRITE)):
         yield "".join(batch).encode()
@@ -125,16 +146,29 @@ class _Routes:
     async def version(self, request: web.Request) -> web.Response:
         return web.json_response({"version": f"{SIMULATOR_OWNER} {package_version()}"})
 
+    async def tokenize(self, request: web.Request) -> web.Response:
+        """SGLang's `/tokenize` (serving_tokenize.py): `messages` (with tools, tool_choice,
+        thinking parameters, response_format) are rendered as for a chat completion; a
+        `prompt` is encoded as it is. Token ids are the simulator's own (one per word)."""
+        body = await _json_object(request)
+        if isinstance(body, web.Response):
+            return body
+        try:
+            words = self.simulator.prompt_words(body)
+        except InvalidRequest as invalid:
+            return error_response(invalid.status, invalid.message, invalid.param, invalid.code)
+        tokens = [_token_id(word) for word in words]
+        return web.json_response(
+            {"tokens": tokens, "count": len(tokens), "max_model_len": MAX_MODEL_LEN, "simulator": True}
+        )
+
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         hit = None if self.transport is None else self.transport.admit(request, await request.read())
         if hit is not None and hit.preempts:
             return hit.preempt()
-        try:
-            body = await request.json()
-        except ValueError:
-            return error_response(400, "request body is not valid JSON")
-        if not isinstance(body, dict):
-            return error_response(400, "request body must be a JSON object")
+        body = await _json_object(request)
+        if isinstance(body, web.Response):
+            return body
         try:
             completion = self.simulator.complete(body, self.prefix_cache)
         except InvalidRequest as invalid:
@@ -187,6 +221,8 @@ def build_app(
     app = web.Application(middlewares=middlewares)
     app.router.add_get("/v1/models", routes.models)
     app.router.add_post("/v1/chat/completions", routes.chat_completions)
+    app.router.add_post("/tokenize", routes.tokenize)
+    app.router.add_post("/v1/tokenize", routes.tokenize)
     app.router.add_get("/health", routes.health)
     app.router.add_get("/get_server_info", routes.server_info)
     app.router.add_get("/version", routes.version)

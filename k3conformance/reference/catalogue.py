@@ -228,6 +228,72 @@ FAULTS: tuple[Fault, ...] = (
             "invalid tool_choice) crash with HTTP 500 instead of a 400"
         ),
     ),
+    # the request contract (issue 13)
+    Fault(
+        "effort-precedence-inverted",
+        "conformance",
+        "reasoning_effort overrides thinking.effort / chat_template_kwargs.thinking_effort, the opposite of SGLang 0.5.23 (serving_chat.py) and Moonshot's API (KVV test_reasoning_effort_ignored_when_effort_present)",
+    ),
+    Fault(
+        "reasoning-effort-dropped",
+        "conformance",
+        "top-level reasoning_effort never reaches the chat template (only chat_template_kwargs is forwarded), so requests that set only reasoning_effort reason at max",
+    ),
+    Fault(
+        "thinking-disable-ignored",
+        "conformance",
+        'thinking type "disabled" (or chat_template_kwargs.thinking false) ignored: the template always thinks',
+    ),
+    Fault(
+        "history-reasoning-dropped",
+        "conformance",
+        'thinking.keep "all" / preserve_thinking ignored: earlier turns are rendered without their reasoning, as K2\'s template did, so it neither reaches the model nor counts in prompt_tokens',
+    ),
+    Fault(
+        "dynamic-tools-ignored",
+        "conformance",
+        "tools declared inside system messages (messages[].tools, a K3 API feature) dropped as an unknown field: those tools are never called, tool_choice required with only them is refused",
+    ),
+    Fault(
+        "dynamic-tools-unvalidated",
+        "conformance",
+        "malformed tools inside messages (bogus type, missing name, invalid names, tools on a user turn) answered 200 instead of rejected with 400",
+    ),
+    Fault(
+        "response-format-unvalidated",
+        "conformance",
+        "malformed response_format (no name, no schema, non-boolean strict, unknown type) answered 200 as text instead of rejected with 400",
+    ),
+    Fault(
+        "rejects-tool-choice-without-tools",
+        "conformance",
+        'tool_choice "auto" or "none" without a tools field rejected with 400',
+    ),
+    Fault(
+        "sampling-params-unlocked",
+        "conformance",
+        "sampling parameters that Moonshot's API fixes (temperature above 1, top_p, penalties) passed on unchanged, as open-source SGLang/vLLM do: a fault only for a vendor build (--k3-vendor)",
+    ),
+    Fault(
+        "strict-history-ids",
+        "conformance",
+        "histories written by other clients refused: tool-call ids other than functions.NAME:IDX and list content in assistant turns get HTTP 400 (K2 on vLLM: the id parser was too strict)",
+    ),
+    Fault(
+        "numeric-strings-coerced",
+        "conformance",
+        'a naive argument parser guesses each value\'s type from its text instead of the declared type: "00125648" arrives as the number 125648',
+    ),
+    Fault(
+        "schema-constraints-dropped",
+        "conformance",
+        "the tool-call grammar drops JSON-schema constraints (ranges, lengths, patterns, formats, const, minItems): arguments have the right types but break the declared bounds",
+    ),
+    Fault(
+        "prompt-tokens-exclude-tools",
+        "conformance",
+        "usage.prompt_tokens leaves out the rendered tool declarations, so it disagrees with the server's own /tokenize for requests with tools",
+    ),
     # state
     Fault(
         "prefix-cache-corruption",

@@ -55,6 +55,25 @@ _HEALTHY_STATUS: Mapping[Problem, int | None] = {
     "tool-choice-without-tools": 400,
     "undeclared-named-tool": 400,
     "reasoning-in-history": None,  # preserved thinking is part of K3's multi-turn format
+    "malformed-tool": 400,
+    "malformed-dynamic-tool": 400,
+    "dynamic-tools-misplaced": 400,
+    # Histories written by other clients: any id format and list content are valid.
+    "foreign-tool-call-id": None,
+    "list-content-in-history": None,
+    # Moonshot's API fixes temperature, top_p and the penalties (KVV tests/params).
+    "unlocked-sampling-parameter": 400,
+    "malformed-response-format": 400,
+    # tool_choice "auto" or "none" needs no tools (KVV test_tool_choice_without_tools_field_accepted).
+    "tool-choice-without-tools-field": None,
+}
+# Faults that change the answer to one kind of problem: fault -> (problem, status; None answers it).
+_STATUS_BY_FAULT: Mapping[str, tuple[tuple[Problem, int | None], ...]] = {
+    "dynamic-tools-unvalidated": (("malformed-dynamic-tool", None), ("dynamic-tools-misplaced", None)),
+    "strict-history-ids": (("foreign-tool-call-id", 400), ("list-content-in-history", 400)),
+    "sampling-params-unlocked": (("unlocked-sampling-parameter", None),),
+    "response-format-unvalidated": (("malformed-response-format", None),),
+    "rejects-tool-choice-without-tools": (("tool-choice-without-tools-field", 400),),
 }
 # The invalid requests a sloppy validator lets through (lenient-validation) or crashes on (validation-500).
 _MALFORMED: frozenset[Problem] = frozenset(
@@ -75,7 +94,82 @@ def rejection_status(faults: frozenset[str], problem: Problem) -> int | None:
             return None
         if problem == "reasoning-in-history" and "rejects-reasoning-history" in faults:
             return 400
+        for fault, answers in _STATUS_BY_FAULT.items():
+            if fault in faults:
+                for changed, status in answers:
+                    if changed == problem:
+                        return status
     return _HEALTHY_STATUS[problem]
+
+
+# --- the thinking switch and dynamic tools (request.py) -----------------------------------
+
+
+def effort_candidates(faults: frozenset[str], *, specific: Any, reasoning_effort: Any) -> tuple[Any, ...]:
+    """The effort values in the order the deployment reads them; the first given wins.
+
+    Healthy: the specific field (thinking.effort, chat_template_kwargs.thinking_effort),
+    then reasoning_effort. effort-precedence-inverted lets reasoning_effort override it;
+    reasoning-effort-dropped never reads reasoning_effort."""
+    if "effort-precedence-inverted" in faults:
+        return (reasoning_effort, specific)
+    if "reasoning-effort-dropped" in faults:
+        return (specific,)
+    return (specific, reasoning_effort)
+
+
+def thinking_as_understood(faults: frozenset[str], enabled: bool) -> bool:
+    """thinking-disable-ignored: the server always renders the thinking prompt."""
+    return enabled or "thinking-disable-ignored" in faults
+
+
+def keeps_reasoning(faults: frozenset[str], keep: bool) -> bool:
+    """history-reasoning-dropped: the template renders earlier turns without their reasoning."""
+    return keep and "history-reasoning-dropped" not in faults
+
+
+def ignores_dynamic_tools(faults: frozenset[str]) -> bool:
+    """dynamic-tools-ignored: `tools` inside messages is dropped as an unknown field."""
+    return "dynamic-tools-ignored" in faults
+
+
+# The keywords a grammar backend that only knows types drops (schema-constraints-dropped).
+_CONSTRAINT_KEYWORDS = frozenset(
+    {
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "examples",
+        "format",
+        "minItems",
+        "maxItems",
+    }
+)
+
+
+def arguments_schema(faults: frozenset[str], schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The schema the deployment constrains generated arguments with."""
+    if "schema-constraints-dropped" not in faults:
+        return schema
+    return _without_constraints(schema)  # type: ignore[no-any-return]
+
+
+def _without_constraints(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {key: _without_constraints(value) for key, value in node.items() if key not in _CONSTRAINT_KEYWORDS}
+    if isinstance(node, list):
+        return [_without_constraints(value) for value in node]
+    return node
+
+
+def usage_counts_tools(faults: frozenset[str]) -> bool:
+    """prompt-tokens-exclude-tools: usage.prompt_tokens leaves out the rendered tool declarations."""
+    return "prompt-tokens-exclude-tools" not in faults
 
 
 # --- how a valid request is understood -----------------------------------------------
@@ -238,6 +332,27 @@ def _one_id_for_all_calls(completion: Completion) -> Completion:
     )
 
 
+def _coerced_numeric_strings(completion: Completion) -> Completion:
+    # A parser that guesses each argument's type from its text instead of the declared
+    # one, so "00125648" becomes 125648 and "0042" becomes 42.
+    calls = tuple(
+        dataclasses.replace(call, arguments=_with_numbers_guessed(call.arguments)) for call in completion.tool_calls
+    )
+    return dataclasses.replace(completion, tool_calls=calls)
+
+
+def _argument_object(arguments_json: str) -> dict[str, Any]:
+    arguments = json.loads(arguments_json)
+    return arguments if isinstance(arguments, dict) else {}
+
+
+def _with_numbers_guessed(arguments_json: str) -> str:
+    def guessed(value: Any) -> Any:
+        return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() else value
+
+    return json.dumps({key: guessed(value) for key, value in _argument_object(arguments_json).items()})
+
+
 _COMPLETION_EDITS: tuple[tuple[str, Callable[[Completion], Completion]], ...] = (
     ("raw-stop-token", _raw_stop_token),
     ("length-reported-as-stop", _length_as_stop),
@@ -245,6 +360,7 @@ _COMPLETION_EDITS: tuple[tuple[str, Callable[[Completion], Completion]], ...] = 
     ("usage-ignores-reasoning", _usage_of_content_only),
     ("tokens-after-eos", _token_after_eos),
     ("duplicate-tool-ids", _one_id_for_all_calls),
+    ("numeric-strings-coerced", _coerced_numeric_strings),
 )
 
 

@@ -17,6 +17,7 @@ from k3conformance.reference import agent_play, recall
 from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.answer_key import AnswerKey
 from k3conformance.reference.faults import PrefixCache
+from k3conformance.reference.prompt import TOKENS_PER_MESSAGE, message_text, prompt_tokens, rendered_prompt
 from k3conformance.reference.prose import count_tokens, generic_reply, reasoning_text, take_tokens, wrong_variant
 from k3conformance.reference.request import parse_request
 from k3conformance.reference.schema_values import UnsupportedSchema, example_value
@@ -28,18 +29,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Simulator"]
 
-_TOKENS_PER_MESSAGE = 4
 # Where a loop stops when the request sets no max_tokens: a server's default budget.
 _UNLIMITED_LOOP_TOKENS = 32768
 # The agentic coding suite's accuracy key in a profile's suite_accuracy.
 AGENT_SUITE = "agentic_coding"
-
-
-def message_text(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, list):
-        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return content if isinstance(content, str) else ""
 
 
 def _digest(*parts: object) -> int:
@@ -75,12 +68,18 @@ class Simulator:
         if task is not None:
             return self._agent_turn(request, task, rng, request_seed, question, mean_words)
         reasoning, recalled = recall.on_turn(rng, question, reasoning, request.messages)
-        retrieved = needle_answer(question) if item is None else None
+        # A retrieval question is answered from what the template rendered: the prompt, and
+        # the earlier turns' reasoning where it is kept.
+        retrieved = needle_answer(rendered_prompt(request)) if item is None and question else None
         if recalled is not None and item is None:
             reply = recalled
         elif retrieved is not None:
             # A long-context retrieval probe: the needle is in the prompt, so the answer is too.
-            right = not corrupted and _unit_draw("retrieval", question[-200:], request.seed) < self.profile.accuracy
+            # Finding a needle in a long prompt is the long-context skill the profile's
+            # accuracy stands for; recalling a short earlier turn is not, and never fails.
+            long_context = needle_answer(question) is not None
+            draw = _unit_draw("retrieval", question[-200:], request.seed)
+            right = not corrupted and (not long_context or draw < self.profile.accuracy)
             reply = retrieved if right else wrong_variant(rng, retrieved)
         elif item is None:
             reply = generic_reply(rng)
@@ -94,7 +93,7 @@ class Simulator:
         first_index = fault_hooks.first_tool_call_index(faults, calls_in_history)
         leaked_markup = fault_hooks.tool_markup_without_tools(faults, request, item, first_index)
         try:
-            planned = plan_tool_calls(request, question, item)
+            planned = plan_tool_calls(request, question, item, faults)
             content: str | None
             if planned:
                 content = None
@@ -143,12 +142,23 @@ class Simulator:
         faults = self.profile.faults
         planned = count_tokens(reasoning) + count_tokens(content or "") + sum(count_tokens(c.arguments) for c in calls)
         draw = _unit_draw("loop", request_seed)
-        if fault_hooks.falls_into_loop(faults, planned, _context_tokens(request), draw):
+        if fault_hooks.falls_into_loop(faults, planned, prompt_tokens(request), draw):
             # A loop runs until the budget, the server's default when the request sets none.
             budgeted = dataclasses.replace(request, max_tokens=request.max_tokens or _UNLIMITED_LOOP_TOKENS)
             looping = fault_hooks.looping_reasoning(rng, reasoning, budgeted.max_tokens or 0)
             return fault_hooks.on_completion(faults, _within_budget(budgeted, looping, "", ()))
-        return fault_hooks.on_completion(faults, _within_budget(request, reasoning, content, calls))
+        completion = _within_budget(request, reasoning, content, calls)
+        if not fault_hooks.usage_counts_tools(faults):
+            completion = dataclasses.replace(completion, prompt_tokens=prompt_tokens(request, with_tools=False))
+        return fault_hooks.on_completion(faults, completion)
+
+    def prompt_words(self, body: Mapping[str, Any]) -> list[str]:
+        """The prompt `body` renders to, in tokens, as the deployment's tokenizer endpoint counts it."""
+        if "messages" not in body and isinstance(body.get("prompt"), str):
+            return str(body["prompt"]).split()
+        faults = self.profile.faults
+        request = fault_hooks.on_request(faults, parse_request(body, self.model_id, faults))
+        return rendered_prompt(request).split() + ["<|message|>"] * (TOKENS_PER_MESSAGE * len(request.messages))
 
     def answers_correctly(self, item: FixtureItem, seed: int | None) -> bool:
         # Depends only on (item, seed), so a less accurate profile's correct answers
@@ -204,19 +214,6 @@ def _called_tool_name(messages: Sequence[Mapping[str, Any]], tool_call_id: str) 
     return "requested"
 
 
-def _context_tokens(request: ChatRequest) -> int:
-    """Every token of the prompt: the messages' text, the reasoning and the tool calls kept
-    in the history (K3 keeps earlier thinking), and a few per message for the template."""
-    total = 0
-    for message in request.messages:
-        reasoning = message.get("reasoning_content") or message.get("reasoning")
-        calls = message.get("tool_calls") or ()
-        total += count_tokens(message_text(message)) + _TOKENS_PER_MESSAGE
-        total += count_tokens(reasoning) if isinstance(reasoning, str) else 0
-        total += sum(count_tokens(json.dumps(call.get("function", {}), ensure_ascii=False)) for call in calls)
-    return total
-
-
 def _within_budget(
     request: ChatRequest, reasoning: str, content: str | None, calls: tuple[ToolCall, ...]
 ) -> Completion:
@@ -234,13 +231,12 @@ def _within_budget(
             content = take_tokens(content or "", limit - reasoning_tokens)
         reasoning_tokens = count_tokens(reasoning)
         answer_tokens = count_tokens(content or "")
-    prompt_tokens = _context_tokens(request)
     return Completion(
         reasoning=reasoning,
         content=content,
         tool_calls=calls,
         finish_reason=finish_reason,
-        prompt_tokens=prompt_tokens,
+        prompt_tokens=prompt_tokens(request),
         completion_tokens=reasoning_tokens + answer_tokens,
         reasoning_tokens=reasoning_tokens,
     )

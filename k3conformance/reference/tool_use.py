@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from k3conformance.reference.faults import arguments_schema
 from k3conformance.reference.schema_values import example_value
 from k3conformance.reference.values import ChatRequest, FixtureItem, ToolSpec
 
@@ -26,7 +27,9 @@ def _all_name_words_in(name: str, words: set[str]) -> bool:
     return bool(name_words) and name_words <= words
 
 
-def plan_tool_calls(request: ChatRequest, prompt: str, item: FixtureItem | None) -> list[PlannedCall]:
+def plan_tool_calls(
+    request: ChatRequest, prompt: str, item: FixtureItem | None, faults: frozenset[str] = frozenset()
+) -> list[PlannedCall]:
     mode = request.tool_choice
     after_tool_result = request.messages[-1].get("role") == "tool"
     if mode == "none" or (mode == "auto" and after_tool_result):
@@ -37,7 +40,9 @@ def plan_tool_calls(request: ChatRequest, prompt: str, item: FixtureItem | None)
         assert request.named_tool is not None  # request validation guarantees a declared name
         fixture_arguments = next((call.arguments for call in expected if call.name == request.named_tool), None)
         tool = declared[request.named_tool]
-        return [(tool.name, fixture_arguments if fixture_arguments is not None else example_value(tool.parameters))]
+        if fixture_arguments is not None:
+            return [(tool.name, fixture_arguments)]
+        return [(tool.name, example_value(arguments_schema(faults, tool.parameters)))]
     if expected:
         return [(call.name, call.arguments) for call in expected]
     words = _prompt_words(prompt)
@@ -47,4 +52,4 @@ def plan_tool_calls(request: ChatRequest, prompt: str, item: FixtureItem | None)
         chosen = max(request.tools, key=lambda tool: len(_name_words(tool.name) & words))
     else:
         chosen = next((tool for tool in request.tools if _all_name_words_in(tool.name, words)), None)
-    return [] if chosen is None else [(chosen.name, example_value(chosen.parameters))]
+    return [] if chosen is None else [(chosen.name, example_value(arguments_schema(faults, chosen.parameters)))]

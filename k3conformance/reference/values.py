@@ -35,6 +35,14 @@ Problem = Literal[
     "tool-choice-without-tools",
     "undeclared-named-tool",
     "reasoning-in-history",
+    "malformed-tool",
+    "malformed-dynamic-tool",
+    "dynamic-tools-misplaced",
+    "foreign-tool-call-id",
+    "list-content-in-history",
+    "unlocked-sampling-parameter",
+    "malformed-response-format",
+    "tool-choice-without-tools-field",
 ]
 
 
@@ -52,6 +60,9 @@ class ChatRequest:
     named_tool: str | None
     effort: str
     thinking: bool
+    # Whether the reasoning of earlier assistant turns stays in the prompt (thinking.keep
+    # "all", chat_template_kwargs.preserve_thinking).
+    keep_reasoning: bool
     max_tokens: int | None
     response_format: Mapping[str, Any] | None
     seed: int | None

@@ -1,0 +1,60 @@
+"""Tool-call schemas at scale: a generated corpus of tool-parameter JSON schemas (range
+constraints, number formats, `$id`, nested `$defs`, keyword combinations, string formats
+and patterns, arrays, closed nested objects), each sent as the one tool with
+`tool_choice: "required"`; the arguments must validate against it (Draft 2020-12),
+streamed and not. Logic: `k3conformance/checks/tool_schemas.py`; corpus:
+`k3conformance/datasets/tool_schemas.py`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from k3conformance import Probe, ProbeResult
+from k3conformance.checks.tool_schemas import check_tool_call_arguments_match_schema
+from k3conformance.datasets.tool_schemas import ToolSchemaCase, tool_schema_corpus
+
+SUITE = "tool_schemas"
+MODES = ("plain", "stream")
+MAX_TOKENS = 4096
+TOOL = "record_values"
+CORPUS = {case.id: case for case in tool_schema_corpus()}
+
+
+def _request(case: ToolSchemaCase, mode: str) -> dict[str, Any]:
+    tool = {
+        "type": "function",
+        "function": {
+            "name": TOOL,
+            "description": "Record a set of values. Every argument must satisfy the parameter schema.",
+            "parameters": case.schema,
+        },
+    }
+    prompt = f"Call {TOOL} once with example values that satisfy its parameter schema exactly."
+    return {
+        "messages": [{"role": "user", "content": prompt}],
+        "tools": [tool],
+        "tool_choice": "required",
+        "stream": mode == "stream",
+    }
+
+
+PROBES = [
+    Probe(
+        SUITE,
+        case.id,
+        requests={mode: _request(case, mode) for mode in MODES},
+        samples=1,
+        max_tokens=MAX_TOKENS,
+        kind=case.family,
+    )
+    for case in CORPUS.values()
+]
+
+
+@pytest.mark.parametrize("probe", PROBES, ids=str)
+@pytest.mark.parametrize("mode", MODES)
+def test_tool_call_arguments_match_schema(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
+    check_tool_call_arguments_match_schema(k3_result.completion(mode), TOOL, CORPUS[probe.item].schema, mode)
