@@ -10,7 +10,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -179,8 +179,9 @@ class _Routes:
             "model": self.model_id,
             "faults": self.profile.faults,
             "parser": self.parser,
-            # Servers run the tool-call parser on requests that declare tools.
-            "parse_tools": bool(body.get("tools")),
+            # Servers run the tool-call parser on requests that declare tools, K3's dynamic
+            # tools (`messages[].tools`) included.
+            "parse_tools": _declares_tools(body),
         }
         if self.latency_s > 0:
             await asyncio.sleep(self.latency_s)
@@ -238,3 +239,9 @@ def _with_reasoning_bytes(profile: Profile, output_bytes: int) -> Profile:
         description=f"{profile.description}; reasoning padded to about {output_bytes} bytes",
         reasoning_words=MappingProxyType(dict.fromkeys(profile.reasoning_words, words)),
     )
+
+
+def _declares_tools(body: Mapping[str, Any]) -> bool:
+    messages = body.get("messages")
+    dynamic = isinstance(messages, list) and any(isinstance(m, dict) and m.get("tools") for m in messages)
+    return bool(body.get("tools")) or dynamic
