@@ -430,8 +430,8 @@ def usage_counts_only_the_content(faulty: RunningServer, healthy: RunningServer)
         usage = answer(faulty, user(CAPITAL), stream).usage
         assert expected is not None and usage is not None
         assert expected["completion_tokens_details"]["reasoning_tokens"] > 0
-        assert usage["completion_tokens_details"]["reasoning_tokens"] == 0
-        assert usage["completion_tokens"] == 1  # "Paris"
+        # Only the answer is counted: hundreds of words of reasoning cost nothing.
+        assert usage["completion_tokens"] == 1 < expected["completion_tokens"]  # "Paris"
         assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
 
 
