@@ -425,6 +425,61 @@ def reasoning_in_history_is_rejected(faulty: RunningServer, healthy: RunningServ
             assert post(healthy, {"messages": history, "stream": stream})[0] == 200
 
 
+@shows("usage-ignores-reasoning")
+def usage_counts_only_the_content(faulty: RunningServer, healthy: RunningServer) -> None:
+    for stream in (False, True):
+        expected = answer(healthy, user(CAPITAL), stream).usage
+        usage = answer(faulty, user(CAPITAL), stream).usage
+        assert expected is not None and usage is not None
+        assert expected["completion_tokens_details"]["reasoning_tokens"] > 0
+        # Only the answer is counted: hundreds of words of reasoning cost nothing.
+        assert usage["completion_tokens"] == 1 < expected["completion_tokens"]  # "Paris"
+        assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+
+
+PICKED = "482913"
+RECALL_HISTORY = [
+    {"role": "user", "content": "Pick a secret number of six digits. Reply with the single word: ready."},
+    {"role": "assistant", "content": "ready", "reasoning_content": f"I pick the number {PICKED}."},
+    {"role": "user", "content": "What is the number you picked in your thinking earlier? Reply with the number only."},
+]
+
+
+@shows("drops-reasoning-history")
+def earlier_reasoning_is_accepted_but_not_used(faulty: RunningServer, healthy: RunningServer) -> None:
+    for stream in (False, True):
+        assert answer(healthy, {"messages": RECALL_HISTORY}, stream).content == PICKED
+        recalled = answer(faulty, {"messages": RECALL_HISTORY}, stream).content
+        assert recalled is not None and recalled.isdigit() and recalled != PICKED
+    picked = answer(healthy, {"messages": RECALL_HISTORY[:1]}, stream=False)
+    assert picked.content == "ready" and picked.reasoning is not None and "I pick the number" in picked.reasoning
+
+
+@shows("tokens-after-eos")
+def a_stray_token_follows_the_answer(faulty: RunningServer, healthy: RunningServer) -> None:
+    for stream in (False, True):
+        healthy_reply, reply = answer(healthy, user(SUM), stream), answer(faulty, user(SUM), stream)
+        assert healthy_reply.content == "42"
+        assert reply.content is not None and reply.content.startswith("42 ") and reply.content[3:].isdigit()
+        assert healthy_reply.usage is not None and reply.usage is not None
+        assert reply.usage["completion_tokens"] == healthy_reply.usage["completion_tokens"] + 1
+
+
+@shows("no-done-marker")
+def streams_end_without_done(faulty: RunningServer, healthy: RunningServer) -> None:
+    def frames(server: RunningServer) -> list[str]:
+        status, raw = post(server, {**user(CAPITAL), "stream": True, "stream_options": {"include_usage": True}})
+        assert status == 200, raw
+        return [frame.removeprefix("data: ") for frame in raw.decode().split("\n\n") if frame]
+
+    faulty_frames, healthy_frames = frames(faulty), frames(healthy)
+    assert healthy_frames[-1] == "[DONE]" and "[DONE]" not in faulty_frames
+    assert json.loads(faulty_frames[-1])["usage"] is not None
+    assert [without_identity(json.loads(frame)) for frame in faulty_frames] == [
+        without_identity(json.loads(frame)) for frame in healthy_frames[:-1]
+    ]
+
+
 # Tool calls
 
 
@@ -449,6 +504,17 @@ def non_string_arguments_arrive_as_strings(faulty: RunningServer, healthy: Runni
         assert {type(value) for value in expected.values()} == {str, float, int, bool, list, dict}
         arguments = json.loads(call["function"]["arguments"])
         assert arguments == {key: v if isinstance(v, str) else json.dumps(v) for key, v in expected.items()}
+
+
+@shows("unparsed-arguments")
+def arguments_lose_their_closing_brace(faulty: RunningServer, healthy: RunningServer) -> None:
+    asked = user(FORECAST_PROMPT, tools=TOOLS)
+    for stream in (False, True):
+        (healthy_call,) = answer(healthy, asked, stream).tool_calls or []
+        (call,) = answer(faulty, asked, stream).tool_calls or []
+        assert call["function"]["arguments"] == healthy_call["function"]["arguments"][:-1]
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(call["function"]["arguments"])
 
 
 @shows("hallucinated-tool-name")
@@ -646,6 +712,9 @@ WHERE_FAULT_CANNOT_APPLY: dict[str, list[tuple[dict[str, Any], bool]]] = {
     "raw-stop-token": [(TRUNCATED, False), (TRUNCATED, True), (TOOL_TURN, False), (TOOL_TURN, True)],
     "empty-content": [(TOOL_TURN, False), (TOOL_TURN, True)],
     "usage-excludes-reasoning": [(THINKING_OFF, False), (THINKING_OFF, True)],
+    "usage-ignores-reasoning": [(THINKING_OFF, False), (THINKING_OFF, True)],
+    "tokens-after-eos": [(TOOL_TURN, False), (TOOL_TURN, True)],
+    "no-done-marker": [(PLAIN, False)],
     "message-close-leak": [(PLAIN, False)],
     "null-reasoning-stream": [(PLAIN, False)],
     "double-finish": [(PLAIN, False)],
