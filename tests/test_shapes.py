@@ -73,6 +73,13 @@ COOKBOOK_FLAGS: dict[str, str] = {
     "mi35x-tp8-dcp8": "--tp-size 8 --dcp-size 8 --kv-cache-dtype fp8_e4m3",
     "tp8-nvfp4": "--tp-size 8 --moe-runner-backend flashinfer_trtllm",
     "prefill-pp16": "--tp-size 1 --pp-size 16 --disaggregation-mode prefill",
+    "decode-tp16": "--tp-size 16 --disaggregation-mode decode",
+    "decode-tp16-dcp16": "--tp-size 16 --dcp-size 16 --disaggregation-mode decode",
+    "decode-gb200-pp2-tp8": "--tp-size 8 --pp-size 2 --disaggregation-mode decode",
+    "decode-gb200-tp16-dcpep16": "--tp-size 16 --dcp-size 16 --ep-size 16 --disaggregation-mode decode",
+    "decode-gb200-dp2-dcp8-ep16": (
+        "--tp-size 16 --dcp-size 8 --dp-size 2 --enable-dp-attention --ep-size 16 --disaggregation-mode decode"
+    ),
     "ep32-deepep": (
         "--tp-size 32 --ep-size 32 --dp-size 8 --enable-dp-attention --moe-a2a-backend deepep "
         "--moe-runner-backend deep_gemm --kv-cache-dtype fp8_e4m3 --mamba-ssm-dtype bfloat16 --disaggregation-mode decode"

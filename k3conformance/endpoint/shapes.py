@@ -283,6 +283,52 @@ def _cookbook_2026_shapes() -> list[Shape]:
             replace(_PLAIN, tp=1, pp=16, disaggregation_mode="prefill"),
             f"{_PANEL_2026}, b200/gb200 prefill default and long-context",
         ),
+        # Decode role on the 16-GPU platforms, each the unified cell's widths plus
+        # `--disaggregation-mode decode`: B200 Low-Latency `--tp-size 16`, Balanced and
+        # High-Throughput `--tp-size 16 --dcp-size 16`; GB200 Low-Latency `--tp-size 8 --pp-size 2`
+        # (paired with a PP2×TP8 prefill: decode pp must equal prefill pp or be 1), Balanced
+        # `--tp-size 16 --dcp-size 16 --ep-size 16`, High-Throughput `--tp-size 16 --dcp-size 8
+        # --dp-size 2 --enable-dp-attention --ep-size 16`.
+        Shape(
+            "decode-tp16",
+            "Decode role, B200 TP16 Low-Latency",
+            _B200,
+            16,
+            replace(_PLAIN, tp=16, disaggregation_mode="decode"),
+            f"{_PANEL_2026}, b200 decode low-latency",
+        ),
+        Shape(
+            "decode-tp16-dcp16",
+            "Decode role, B200 TP16/DCP16 Balanced and High-Throughput",
+            _B200,
+            16,
+            replace(_PLAIN, tp=16, dcp=16, disaggregation_mode="decode"),
+            f"{_PANEL_2026}, b200 decode balanced and high-throughput",
+        ),
+        Shape(
+            "decode-gb200-pp2-tp8",
+            "Decode role, GB200 PP2×TP8 Low-Latency",
+            "GB200 4×4",
+            16,
+            replace(_PLAIN, tp=8, pp=2, disaggregation_mode="decode"),
+            f"{_PANEL_2026}, gb200 decode low-latency",
+        ),
+        Shape(
+            "decode-gb200-tp16-dcpep16",
+            "Decode role, GB200 TP16/DCP16/EP16 Balanced",
+            "GB200 4×4",
+            16,
+            replace(_PLAIN, tp=16, dcp=16, ep=16, disaggregation_mode="decode"),
+            f"{_PANEL_2026}, gb200 decode balanced",
+        ),
+        Shape(
+            "decode-gb200-dp2-dcp8-ep16",
+            "Decode role, GB200 TP16 with DP attention ×2, DCP8, EP16, High-Throughput",
+            "GB200 4×4",
+            16,
+            replace(_PLAIN, tp=16, dcp=8, dp=2, dp_attention=True, ep=16, disaggregation_mode="decode"),
+            f"{_PANEL_2026}, gb200 decode high-throughput",
+        ),
     ]
     return shapes
 
