@@ -59,6 +59,27 @@ COOKBOOK_FLAGS: dict[str, str] = {
     "prefill-tp8": "--tp-size 8 --disaggregation-mode prefill",
     "prefill-pp8": "--pp-size 8 --tp-size 1 --disaggregation-mode prefill",
     "decode-tp8-dcp8": "--tp-size 8 --dcp-size 8 --disaggregation-mode decode",
+    # The command panel's newer version (kimi-k3.jsx with the Ascend cells), shape flags only.
+    "b200-pp2-tp8": "--tp-size 8 --pp-size 2",
+    "b200-pp2-dcpep8": "--tp-size 8 --pp-size 2 --dcp-size 8 --ep-size 8 --moe-runner-backend flashinfer_mxfp4",
+    "b200-tp16-dspark": "--tp-size 16 --speculative-algorithm DSPARK",
+    "b200-tp16-dcpep16-dspark": (
+        "--tp-size 16 --dcp-size 16 --ep-size 16 --moe-runner-backend flashinfer_mxfp4 --speculative-algorithm DSPARK"
+    ),
+    "gb200-tp16": "--tp-size 16",
+    "gb200-tp16-dcp16": "--tp-size 16 --dcp-size 16",
+    "h100-tp32-ep32": "--tp-size 32 --ep-size 32 --moe-runner-backend marlin",
+    "decode-tp32-ep32": "--tp-size 32 --ep-size 32 --moe-runner-backend marlin --disaggregation-mode decode",
+    "mi35x-tp8-dcp8": "--tp-size 8 --dcp-size 8 --kv-cache-dtype fp8_e4m3",
+    "tp8-nvfp4": "--tp-size 8 --moe-runner-backend flashinfer_trtllm",
+    "prefill-pp16": "--tp-size 1 --pp-size 16 --disaggregation-mode prefill",
+    "decode-tp16": "--tp-size 16 --disaggregation-mode decode",
+    "decode-tp16-dcp16": "--tp-size 16 --dcp-size 16 --disaggregation-mode decode",
+    "decode-gb200-pp2-tp8": "--tp-size 8 --pp-size 2 --disaggregation-mode decode",
+    "decode-gb200-tp16-dcpep16": "--tp-size 16 --dcp-size 16 --ep-size 16 --disaggregation-mode decode",
+    "decode-gb200-dp2-dcp8-ep16": (
+        "--tp-size 16 --dcp-size 8 --dp-size 2 --enable-dp-attention --ep-size 16 --disaggregation-mode decode"
+    ),
     "ep32-deepep": (
         "--tp-size 32 --ep-size 32 --dp-size 8 --enable-dp-attention --moe-a2a-backend deepep "
         "--moe-runner-backend deep_gemm --kv-cache-dtype fp8_e4m3 --mamba-ssm-dtype bfloat16 --disaggregation-mode decode"
@@ -110,7 +131,9 @@ def test_every_shape_round_trips_through_server_info(name: str) -> None:
     )
 
 
-@pytest.mark.parametrize("name", ["tp8", "dp4-ep32-megamoe", "ep32-megamoe", "prefill-pp8"])
+@pytest.mark.parametrize(
+    "name", ["tp8", "dp4-ep32-megamoe", "ep32-megamoe", "prefill-pp8", "b200-pp2-dcpep8", "prefill-pp16"]
+)
 def test_gpu_count_is_the_product_of_the_widths(name: str) -> None:
     settings = SHAPES[name].settings
     assert settings.tp is not None and settings.pp is not None
@@ -325,3 +348,36 @@ def test_launch_file_secrets_are_redacted(tmp_path: Path) -> None:
     launch = read_launch_file(launch_file, ("sk-abc",))
     assert launch["args"]["api_key"] == "<redacted>" and launch["env"]["HF_TOKEN"] == "<redacted>"
     assert "sk-abc" not in str(launch)
+
+
+# --- equal width, different deployment (issue 11: the cookbook shapes) -------------------
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "reason"),
+    [
+        ("tp8", "tp8-nvfp4", "MoE runner: auto → flashinfer_trtllm"),  # quantization
+        ("tp8-dcp8", "mi35x-tp8-dcp8", "KV cache dtype: auto → fp8_e4m3"),  # hardware and backend
+        ("gb200-tp16", "b200-tp16-dspark", "speculative decoding: none → DSPARK"),
+        ("b200-pp2-dcpep8", "b200-tp16-dcpep16-dspark", "width: tp8/ep8/pp2/dcp8 → tp16/ep16/dcp16"),
+    ],
+)
+def test_equal_gpu_counts_with_other_kernels_are_different_deployments(before: str, after: str, reason: str) -> None:
+    baseline, candidate = SHAPES[before], SHAPES[after]
+    assert baseline.gpus == candidate.gpus
+    verdict = policy(baseline.settings, candidate.settings)
+    assert reason in verdict.differs and verdict.required_suites == REQUIRED_SUITES
+
+
+def test_same_settings_on_other_hardware_are_different_deployments() -> None:
+    # H200 and H100 run the cookbook's TP32/EP32 with identical flags: only the recorded hardware differs.
+    h200, h100 = SHAPES["tp32-ep32"], SHAPES["h100-tp32-ep32"]
+    assert h200.settings == h100.settings and h200.gpus == h100.gpus
+    assert policy(h200.settings, h100.settings).differs == []
+    identities = [
+        deployment_identity({"get_server_info": server_args(shape)}, {"hardware": shape.hardware})
+        for shape in (h200, h100)
+    ]
+    other = deployment_differences(*identities)
+    assert other == ['deployment: launch.hardware: "H200 4×8" → "H100 4×8"']
+    assert policy(h200.settings, h100.settings, other).required_suites == REQUIRED_SUITES

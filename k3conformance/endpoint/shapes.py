@@ -167,6 +167,172 @@ def _large_scale_shapes() -> list[Shape]:
     return shapes
 
 
+# The command panel's newer version (sgl-project/sglang
+# `docs_new/src/snippets/configs/moonshotai/kimi-k3.jsx`, the stored copy of 89,181 characters
+# whose `supportedHardware` lists "a3" and "a5"; the published page is
+# https://docs.sglang.io/cookbook/autoregressive/Moonshotai/Kimi-K3). Each shape carries only
+# the shape-defining flags of its cell; the rest (memory fraction, attention backends, loader
+# options) is recorded as deployment identity, not as shape.
+_PANEL_2026 = "SGLang Kimi-K3 cookbook command panel (kimi-k3.jsx with Ascend cells)"
+_B200 = "B200 2×8"
+
+
+def _cookbook_2026_shapes() -> list[Shape]:
+    # B200 Unified: Low-Latency `--tp-size 8 --pp-size 2`; Balanced "PP2 × DCPEP8"
+    # `--tp-size 8 --pp-size 2 --dcp-size 8 --ep-size 8 --moe-runner-backend flashinfer_mxfp4`.
+    # Under DSPARK (pp_size == 1) these cells set `specCollapsePp` and the panel's
+    # `specCollapsedFlags` re-lays them flat at the same 16 GPUs: tp 8×2 = 16, dcp and ep ×2.
+    b200_balanced = replace(_PLAIN, tp=8, pp=2, dcp=8, ep=8, moe_runner_backend="flashinfer_mxfp4")
+    dspark = "DSPARK"
+    shapes = [
+        Shape(
+            "b200-pp2-tp8",
+            "B200 PP2×TP8 Low-Latency",
+            _B200,
+            16,
+            replace(_PLAIN, tp=8, pp=2),
+            f"{_PANEL_2026}, b200 unified low-latency",
+        ),
+        Shape(
+            "b200-pp2-dcpep8",
+            "B200 PP2×DCPEP8 Balanced (FlashInfer MXFP4 runner)",
+            _B200,
+            16,
+            b200_balanced,
+            f"{_PANEL_2026}, b200 unified balanced",
+        ),
+        Shape(
+            "b200-tp16-dspark",
+            "B200 Low-Latency + DSPARK, re-laid flat as TP16",
+            _B200,
+            16,
+            replace(_PLAIN, tp=16, speculative_algorithm=dspark),
+            f"{_PANEL_2026}, b200 unified low-latency with Spec Decode DSPARK (specCollapsedFlags)",
+        ),
+        Shape(
+            "b200-tp16-dcpep16-dspark",
+            "B200 Balanced + DSPARK, re-laid flat as TP16/DCP16/EP16",
+            _B200,
+            16,
+            replace(b200_balanced, tp=16, pp=1, dcp=16, ep=16, speculative_algorithm=dspark),
+            f"{_PANEL_2026}, b200 unified balanced with Spec Decode DSPARK (specCollapsedFlags)",
+        ),
+        # GB200 4×4 Unified: Low-Latency `--tp-size 16`; Balanced `--tp-size 16 --dcp-size 16`.
+        Shape(
+            "gb200-tp16",
+            "GB200 TP16 Low-Latency",
+            "GB200 4×4",
+            16,
+            replace(_PLAIN, tp=16),
+            f"{_PANEL_2026}, gb200 unified low-latency",
+        ),
+        Shape(
+            "gb200-tp16-dcp16",
+            "GB200 TP16/DCP16 Balanced",
+            "GB200 4×4",
+            16,
+            replace(_PLAIN, tp=16, dcp=16),
+            f"{_PANEL_2026}, gb200 unified balanced",
+        ),
+        # H100 4×8, all three Unified strategies: `--tp-size 32 --ep-size 32 --moe-runner-backend
+        # marlin` (+ FlashMLA decode). The same settings as H200's tp32-ep32: only the hardware
+        # recorded with --k3-server-args tells the two apart.
+        Shape(
+            "h100-tp32-ep32",
+            "H100 TP32/EP32 (Marlin + FlashMLA)",
+            "H100 4×8",
+            32,
+            replace(_PLAIN, tp=32, ep=32, moe_runner_backend="marlin"),
+            f"{_PANEL_2026}, h100 unified balanced",
+        ),
+        # The 32-GPU decode domain: H100's decode role, the same flags plus `--disaggregation-mode decode`.
+        Shape(
+            "decode-tp32-ep32",
+            "Decode role, H100 TP32/EP32 (Marlin + FlashMLA)",
+            "H100 4×8",
+            32,
+            replace(_PLAIN, tp=32, ep=32, moe_runner_backend="marlin", disaggregation_mode="decode"),
+            f"{_PANEL_2026}, h100 decode balanced",
+        ),
+        # MI350X/MI355X 1×8 Unified Balanced: `--tp-size 8 --dcp-size 8 --kv-cache-dtype fp8_e4m3`
+        # (+ AITER attention and the SGLANG_USE_AITER / AITER_* environment).
+        Shape(
+            "mi35x-tp8-dcp8",
+            "MI350X/MI355X TP8/DCP8 (ROCm/AITER, FP8 KV)",
+            "MI350X/MI355X 1×8",
+            8,
+            replace(_PLAIN, dcp=8, kv_cache_dtype="fp8_e4m3"),
+            f"{_PANEL_2026}, mi355x unified balanced",
+        ),
+        # NVFP4 (Quantization row, Blackwell only): the nvidia/Kimi-K3-NVFP4 checkpoint and
+        # `--moe-runner-backend flashinfer_trtllm` layered onto a cell; here onto B300 Low-Latency.
+        Shape(
+            "tp8-nvfp4",
+            "TP8 Low-Latency, NVFP4 checkpoint (FlashInfer TRT-LLM runner)",
+            _B300,
+            8,
+            replace(_PLAIN, moe_runner_backend="flashinfer_trtllm"),
+            f"{_PANEL_2026}, Quantization NVFP4 on b300 unified low-latency",
+        ),
+        # The 16-GPU platforms' prefill role, Default and Long-Context alike: `--tp-size 1 --pp-size 16`.
+        Shape(
+            "prefill-pp16",
+            "Prefill role, deep PP16 (16-GPU platforms)",
+            f"{_B200} or GB200 4×4",
+            16,
+            replace(_PLAIN, tp=1, pp=16, disaggregation_mode="prefill"),
+            f"{_PANEL_2026}, b200/gb200 prefill default and long-context",
+        ),
+        # Decode role on the 16-GPU platforms, each the unified cell's widths plus
+        # `--disaggregation-mode decode`: B200 Low-Latency `--tp-size 16`, Balanced and
+        # High-Throughput `--tp-size 16 --dcp-size 16`; GB200 Low-Latency `--tp-size 8 --pp-size 2`
+        # (paired with a PP2×TP8 prefill: decode pp must equal prefill pp or be 1), Balanced
+        # `--tp-size 16 --dcp-size 16 --ep-size 16`, High-Throughput `--tp-size 16 --dcp-size 8
+        # --dp-size 2 --enable-dp-attention --ep-size 16`.
+        Shape(
+            "decode-tp16",
+            "Decode role, B200 TP16 Low-Latency",
+            _B200,
+            16,
+            replace(_PLAIN, tp=16, disaggregation_mode="decode"),
+            f"{_PANEL_2026}, b200 decode low-latency",
+        ),
+        Shape(
+            "decode-tp16-dcp16",
+            "Decode role, B200 TP16/DCP16 Balanced and High-Throughput",
+            _B200,
+            16,
+            replace(_PLAIN, tp=16, dcp=16, disaggregation_mode="decode"),
+            f"{_PANEL_2026}, b200 decode balanced and high-throughput",
+        ),
+        Shape(
+            "decode-gb200-pp2-tp8",
+            "Decode role, GB200 PP2×TP8 Low-Latency",
+            "GB200 4×4",
+            16,
+            replace(_PLAIN, tp=8, pp=2, disaggregation_mode="decode"),
+            f"{_PANEL_2026}, gb200 decode low-latency",
+        ),
+        Shape(
+            "decode-gb200-tp16-dcpep16",
+            "Decode role, GB200 TP16/DCP16/EP16 Balanced",
+            "GB200 4×4",
+            16,
+            replace(_PLAIN, tp=16, dcp=16, ep=16, disaggregation_mode="decode"),
+            f"{_PANEL_2026}, gb200 decode balanced",
+        ),
+        Shape(
+            "decode-gb200-dp2-dcp8-ep16",
+            "Decode role, GB200 TP16 with DP attention ×2, DCP8, EP16, High-Throughput",
+            "GB200 4×4",
+            16,
+            replace(_PLAIN, tp=16, dcp=8, dp=2, dp_attention=True, ep=16, disaggregation_mode="decode"),
+            f"{_PANEL_2026}, gb200 decode high-throughput",
+        ),
+    ]
+    return shapes
+
+
 def _registry() -> dict[str, Shape]:
     issue = "sglang issue 40751"
     issue_note = (
@@ -273,6 +439,7 @@ def _registry() -> dict[str, Shape]:
             replace(_PLAIN, dcp=8, disaggregation_mode="decode"),
             f"{_COOKBOOK}, 3.4 PD Disaggregation: decode role",
         ),
+        *_cookbook_2026_shapes(),
         Shape(
             "ep32-deepep",
             "EP32 decode with DeepEP (the regression's control)",

@@ -116,7 +116,8 @@ def _flatten(value: Any, prefix: str) -> Iterator[tuple[str, str]]:
             if str(key) not in _NOT_IDENTITY and str(key) not in _SHAPE_FIELDS:
                 yield from _flatten(inner, f"{prefix}.{key}" if prefix else str(key))
     else:
-        yield prefix, json.dumps(value, sort_keys=True, default=str)
+        # ensure_ascii off: a hardware name such as "H100 4×8" reads as written in the report.
+        yield prefix, json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
 
 
 def deployment_identity(
