@@ -1,6 +1,7 @@
 """Our own K3 parser: reasoning, content and tool calls from raw XTML, whole or a step at a time.
 
-It follows SGLang's kimi_k3 detectors where they agree with vLLM's: a call is emitted whole
+It follows SGLang's kimi_k3 detectors where they agree with vLLM's: an output may begin inside
+the think block that the prompt opened; a call is emitted whole
 once `<|close|>call<|sep|>` arrives; string arguments stay raw text, other types are JSON
 (raw text when they do not parse); attribute values unescape `&quot;` and `&amp;`; a tools
 block still open when the output ends is dropped; a marker cut off at the end is dropped.
@@ -32,7 +33,10 @@ _ARGUMENT = re.compile(
 )
 _ATTRIBUTE = re.compile(r'(?P<key>\w+)="(?P<value>[^"]*)"')
 
-Channel = Literal["think", "response", "loose", "tools"]
+# "start": nothing decided yet. K3 servers put the think-open marker in the prompt (the chat
+# template's generation prefix), so an output may begin inside the think block; text before
+# the first marker is reasoning when that marker closes the think block, content otherwise.
+Channel = Literal["start", "think", "response", "loose", "tools"]
 _NEXT_CHANNEL = {THINK_OPEN: "think", THINK_CLOSE: "loose", RESPONSE_OPEN: "response", RESPONSE_CLOSE: "loose"}
 
 
@@ -61,7 +65,8 @@ class _Scanner:
 
     def __init__(self, settings: ParserSettings, tools: bool, *, streaming: bool) -> None:
         self.settings = settings
-        self.channel: Channel = "loose"
+        self.channel: Channel = "start"
+        self.undecided: list[str] = []
         markers = [RESPONSE_OPEN, RESPONSE_CLOSE, MESSAGE_CLOSE]
         if settings.reasoning:
             markers += [THINK_OPEN, THINK_CLOSE]
@@ -80,7 +85,10 @@ class _Scanner:
         calls: list[ParsedCall] = []
 
         def emit(text: str) -> None:
-            (reasoning if self.channel == "think" else content).append(text)
+            if self.channel == "start":
+                self.undecided.append(text)
+            else:
+                (reasoning if self.channel == "think" else content).append(text)
 
         while self.pending:
             if self.channel == "tools":
@@ -113,6 +121,9 @@ class _Scanner:
                 self.pending = self.pending[2:]
                 continue
             self.pending = self.pending[len(marker) :]
+            if self.channel == "start":
+                (reasoning if marker == THINK_CLOSE else content).extend(self.undecided)
+                self.undecided.clear()
             if marker == TOOLS_OPEN:
                 self.channel, self.tools_text, self.calls_sent = "tools", "", 0
             elif marker == MESSAGE_CLOSE:
@@ -125,8 +136,11 @@ class _Scanner:
 
     def finish(self) -> Parsed:
         # A marker cut off by the end of the output is dropped; so is an unclosed tools block's rest.
+        # Text that met no marker at all is content.
         self.pending = ""
-        return Parsed()
+        content = "".join(self.undecided)
+        self.undecided.clear()
+        return Parsed(content=content)
 
     def _new_calls(self) -> list[ParsedCall]:
         found = [self._call(match) for match in _CALL.finditer(self.tools_text)]

@@ -75,6 +75,9 @@ def sglang_version() -> str:
 
 
 class SGLangParser:
+    """SGLang's detectors as its server builds them for kimi_k3: force_reasoning is left to the
+    detector's default (True: the output may begin inside the think block the prompt opened)."""
+
     name = "sglang"
 
     def __init__(self, settings: ParserSettings) -> None:
@@ -87,7 +90,7 @@ class SGLangParser:
     def parse(self, raw: str, *, tools: bool) -> Parsed:
         reasoning, text = "", raw
         if self.settings.reasoning:
-            result = self.reasoning_class(stream_reasoning=False, force_reasoning=False).detect_and_parse(raw)
+            result = self.reasoning_class(stream_reasoning=False).detect_and_parse(raw)
             reasoning, text = result.reasoning_text or "", result.normal_text or ""
         if not tools:
             return Parsed(reasoning, text)
@@ -96,9 +99,7 @@ class SGLangParser:
         return Parsed(reasoning, result.normal_text or "", calls)
 
     def stream(self, *, tools: bool) -> _SGLangStream:
-        reasoning = (
-            self.reasoning_class(stream_reasoning=True, force_reasoning=False) if self.settings.reasoning else None
-        )
+        reasoning = self.reasoning_class(stream_reasoning=True) if self.settings.reasoning else None
         return _SGLangStream(reasoning, self.tool_class() if tools else None)
 
 
