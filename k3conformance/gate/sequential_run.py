@@ -90,7 +90,11 @@ class SequentialRun:
             if not items:
                 continue
             order, seed = committed_order(items, run_id, suite)
-            plan = _plan_on(baseline, options, partner, suite, order)
+            try:
+                plan = _plan_on(baseline, options, partner, suite, order)
+            except ValueError:
+                # No plan for this suite (a margin of 0): it runs fixed-size; the header said why.
+                continue
             rule = SequentialSuite(plan.design, looping_floor=looping_floor, truncation_floor=truncation_floor)
             run.suites[suite] = SuiteRun(plan=plan, order=order, seed=seed, rule=rule)
             run.ranks[suite] = {item: rank for rank, item in enumerate(order)}
