@@ -162,8 +162,8 @@ def test_baseline_without_the_required_suites_is_incomplete() -> None:
     candidate = summary("ep32-megamoe", server_shape="ep32-megamoe", right=40, looping=54, checks=checks)
     result = gate(run(baseline), run(candidate), GateSettings())
     assert result.verdict == "INCOMPLETE" and result.fails()
-    assert result.shape is not None and result.shape.missing_in_baseline == ("coding", "math")
-    assert any("the baseline has no coding suite" in reason for reason in result.reasons)
+    assert result.shape is not None and result.shape.missing_in_baseline == ("agentic_coding", "math")
+    assert any("the baseline has no agentic_coding suite" in reason for reason in result.reasons)
 
 
 def test_suite_scored_on_the_baseline_and_not_on_the_candidate_is_incomplete() -> None:
@@ -171,16 +171,16 @@ def test_suite_scored_on_the_baseline_and_not_on_the_candidate_is_incomplete() -
     checks = {"answer_follows_reasoning[plain]": {"passed": 10, "failed": 0}}
     result = gate(run(summary(checks=checks)), run(summary(suites=(), checks=checks)), GateSettings())
     assert result.verdict == "INCOMPLETE"
-    assert {reason.split(":")[1].strip() for reason in result.reasons} >= {"coding", "math"}
+    assert {reason.split(":")[1].strip() for reason in result.reasons} >= {"agentic_coding", "math"}
 
 
 def test_a_subset_candidate_is_incomplete_unless_the_coverage_allows_it() -> None:
     """Reproduction: a `-k` run of 75 of 177 coding items was gated on the subset."""
     baseline = summary(items=177, right=120)
-    candidate = drop_items(summary(items=177, right=120), "coding", range(75, 177))
+    candidate = drop_items(summary(items=177, right=120), "agentic_coding", range(75, 177))
     result = gate(run(baseline), run(candidate), GateSettings())
     assert result.verdict == "INCOMPLETE"
-    assert result.coverage["coding"].compared == 75 and result.coverage["coding"].absent == 102
+    assert result.coverage["agentic_coding"].compared == 75 and result.coverage["agentic_coding"].absent == 102
     assert any("the candidate scored 75 of the baseline's 177 items" in reason for reason in result.reasons)
     allowed = gate(run(baseline), run(candidate), GateSettings(min_coverage=0.4))
     assert allowed.verdict != "INCOMPLETE" and any("102 of the baseline's 177" in note for note in allowed.notes)
@@ -190,21 +190,21 @@ def test_zero_sample_and_absent_items_are_missing_not_dropped() -> None:
     """Reproduction: a MegaMoE-like candidate whose 64 looping items are unscored was
     INCONCLUSIVE, and 100 of 113 items was a PASS with only a note."""
     baseline = summary(items=113, right=77)
-    unscored = drop_items(summary(items=113, right=77), "coding", range(49, 113), keep_entry=True)
+    unscored = drop_items(summary(items=113, right=77), "agentic_coding", range(49, 113), keep_entry=True)
     result = gate(run(baseline), run(unscored), GateSettings())
-    assert result.verdict == "INCOMPLETE" and result.coverage["coding"].unscored == 64
-    absent = drop_items(summary(items=2000, right=1800), "coding", range(100, 113))
+    assert result.verdict == "INCOMPLETE" and result.coverage["agentic_coding"].unscored == 64
+    absent = drop_items(summary(items=2000, right=1800), "agentic_coding", range(100, 113))
     result = gate(run(summary(items=2000, right=1800)), run(absent), GateSettings())
-    assert result.verdict == "INCOMPLETE" and result.coverage["coding"].absent == 13
+    assert result.verdict == "INCOMPLETE" and result.coverage["agentic_coding"].absent == 13
 
 
 def test_an_unanswered_item_is_a_loss_not_a_missing_item() -> None:
     baseline = summary(items=113, right=77)
     candidate = summary(items=113, right=48, looping=57)
-    for entry in list(candidate["suites"]["coding"]["scores"].values())[56:]:
+    for entry in list(candidate["suites"]["agentic_coding"]["scores"].values())[56:]:
         entry["no_answer"] = 1
     result = gate(run(baseline), run(candidate), GateSettings())
-    assert result.verdict == "FAIL" and result.coverage["coding"].share == 1.0
+    assert result.verdict == "FAIL" and result.coverage["agentic_coding"].share == 1.0
 
 
 @pytest.mark.parametrize(
@@ -220,15 +220,15 @@ def test_an_unanswered_item_is_a_loss_not_a_missing_item() -> None:
 def test_malformed_item_totals_are_rejected(change: dict[str, Any], message: str) -> None:
     """Reproduction: these crashed with a traceback, or were accepted."""
     data = summary()
-    data["suites"]["coding"]["scores"]["item-3"] = {**data["suites"]["coding"]["scores"]["item-3"], **change}
+    data["suites"]["agentic_coding"]["scores"]["item-3"] = {**data["suites"]["agentic_coding"]["scores"]["item-3"], **change}
     with pytest.raises(SchemaError, match=re.escape(message)):
         validate_summary(data, "s.json")
 
 
 def test_one_missing_looping_key_is_rejected_not_a_switched_off_comparison() -> None:
     data = summary()
-    del data["suites"]["coding"]["scores"]["item-7"]["looping"]
-    with pytest.raises(SchemaError, match="suite 'coding' item 'item-7': has no looping"):
+    del data["suites"]["agentic_coding"]["scores"]["item-7"]["looping"]
+    with pytest.raises(SchemaError, match="suite 'agentic_coding' item 'item-7': has no looping"):
         validate_summary(data, "s.json")
 
 
@@ -249,7 +249,7 @@ def test_compare_rejects_a_malformed_summary_with_one_message(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     broken = summary()
-    broken["suites"]["coding"]["scores"]["item-0"]["samples"] = "one"
+    broken["suites"]["agentic_coding"]["scores"]["item-0"]["samples"] = "one"
     baseline = write_summary(tmp_path / "base", summary())
     candidate = write_summary(tmp_path / "cand", broken)
     assert cli_main(["compare", baseline, candidate]) == 2
@@ -260,8 +260,8 @@ def test_compare_rejects_a_malformed_summary_with_one_message(
 def test_compare_checks_the_dataset_hashes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Reproduction: `compare` gated a candidate on another dataset, PASS, exit 0."""
     base_data, cand_data = summary(items=2000, right=1800), summary(items=2000, right=1800)
-    base_data["datasets"] = {"coding": {"items": [], "sources": {"humaneval": "a" * 64}}}
-    cand_data["datasets"] = {"coding": {"items": [], "sources": {"humaneval": "b" * 64}}}
+    base_data["datasets"] = {"agentic_coding": {"items": [], "sources": {"humaneval": "a" * 64}}}
+    cand_data["datasets"] = {"agentic_coding": {"items": [], "sources": {"humaneval": "b" * 64}}}
     code = cli_main(["compare", write_summary(tmp_path / "b", base_data), write_summary(tmp_path / "c", cand_data)])
     assert code == 2
     assert "dataset humaneval has changed since the baseline" in capsys.readouterr().err
@@ -287,7 +287,7 @@ def test_same_width_on_other_hardware_or_stack_is_a_changed_deployment() -> None
     candidate["server_info"]["get_server_info"]["version"] = "0.5.24"
     candidate["launch"] = {"args": {}, "env": {"SGLANG_K3_KDA_FUSED_BACKEND": "triton"}, "hardware": "MI355X"}
     result = gate(run(baseline), run(candidate), GateSettings())
-    assert result.shape is not None and result.shape.missing_suites == ("coding",)
+    assert result.shape is not None and result.shape.missing_suites == ("agentic_coding",)
     (difference,) = result.shape.differences
     assert 'get_server_info.version: "0.5.23" → "0.5.24"' in difference
     assert 'launch.env.SGLANG_K3_KDA_FUSED_BACKEND: (not recorded) → "triton"' in difference
