@@ -16,8 +16,17 @@ from k3conformance.runs.records import STATUS_COMPLETE, SUMMARY_FILE
 def store(results: Path, run_id: str, coding: dict[str, tuple[int, float]], status: str = STATUS_COMPLETE) -> Path:
     run_dir = results / "tp8" / run_id
     run_dir.mkdir(parents=True)
-    scores = {item: {"samples": samples, "correct": correct} for item, (samples, correct) in coding.items()}
-    summary = {"shape": "tp8", "run_id": run_id, "status": status, "suites": {"coding": {"scores": scores}}}
+    scores = {
+        item: {"samples": samples, "correct": correct, "no_answer": 0, "truncated": 0, "looping": 0}
+        for item, (samples, correct) in coding.items()
+    }
+    summary = {
+        "shape": "tp8",
+        "run_id": run_id,
+        "status": status,
+        "baseline": True,
+        "suites": {"coding": {"scores": scores}},
+    }
     (run_dir / SUMMARY_FILE).write_text(json.dumps(summary))
     return run_dir
 
