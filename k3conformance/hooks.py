@@ -219,7 +219,8 @@ class RunHooks:
         return [f"k3conformance: {agent_isolation(self.state.settings.agent_unisolated).describe()}"]
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        """Vendor-mode checks only with --k3-vendor; --k3-limit keeps N items per suite, every item kind a check needs."""
+        """--k3-vendor checks only with it; --k3-limit keeps N items per suite (every item kind a check needs); then
+        the sequential gate's committed order."""
         from k3conformance.probes.selection import limited, vendor_only
 
         settings = self.state.settings
@@ -233,6 +234,19 @@ class RunHooks:
             deselected += dropped
         if deselected:
             config.hook.pytest_deselected(items=deselected)
+        state = self.state
+        if state.baseline is not None and settings.sequential and state.role == "single":
+            from k3conformance.gate.sequential_hooks import order_for_sequential_gate
+
+            state.sequential = order_for_sequential_gate(config, items, state)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Skip, before it waits for its requests, a test of a suite the sequential gate has stopped."""
+        if self.state.sequential is not None:
+            from k3conformance.gate.sequential_hooks import skip_if_stopped
+
+            skip_if_stopped(item, self.state.sequential)
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         """Counted for the summary: a run that left tests out is a subset, not a baseline by accident."""
@@ -366,26 +380,3 @@ class RunHooks:
                 yellow=True,
             )
         terminalreporter.write_line(f"gate reports: {self.state.run_dir}/gate.md, gate.json")
-
-
-def _limit_items(config: pytest.Config, items: list[pytest.Item], limit: int | None) -> None:
-    if limit is None:
-        return
-    kept_items: dict[str, list[str]] = {}
-    selected: list[pytest.Item] = []
-    deselected: list[pytest.Item] = []
-    for item in items:
-        probe = probe_of(item)
-        if probe is None:
-            selected.append(item)
-            continue
-        chosen = kept_items.setdefault(probe.suite, [])
-        if probe.item in chosen or len(chosen) < limit:
-            if probe.item not in chosen:
-                chosen.append(probe.item)
-            selected.append(item)
-        else:
-            deselected.append(item)
-    if deselected:
-        config.hook.pytest_deselected(items=deselected)
-        items[:] = selected

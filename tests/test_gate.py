@@ -220,7 +220,10 @@ def test_an_unanswered_item_is_a_loss_not_a_missing_item() -> None:
 def test_malformed_item_totals_are_rejected(change: dict[str, Any], message: str) -> None:
     """Reproduction: these crashed with a traceback, or were accepted."""
     data = summary()
-    data["suites"]["agentic_coding"]["scores"]["item-3"] = {**data["suites"]["agentic_coding"]["scores"]["item-3"], **change}
+    data["suites"]["agentic_coding"]["scores"]["item-3"] = {
+        **data["suites"]["agentic_coding"]["scores"]["item-3"],
+        **change,
+    }
     with pytest.raises(SchemaError, match=re.escape(message)):
         validate_summary(data, "s.json")
 
