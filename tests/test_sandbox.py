@@ -152,14 +152,14 @@ def test_a_huge_output_is_cut_and_fails(backend: str) -> None:
     result = run_python("for _ in range(1000):\n    print('x' * 10**6)\n", backend=backend)
     assert not result.passed
     assert result.reason == "output limit exceeded (stdout over 1 MiB)"
-    assert len(result.stdout_excerpt) <= sandbox.EXCERPT_CHARS
+    assert len(result.stdout_excerpt) <= sandbox.OUTPUT_TAIL_CHARS
     assert time.monotonic() - started < 10
 
 
 def test_a_flood_on_stderr_is_cut_too(backend: str) -> None:
     result = run_python("import sys\nwhile True:\n    sys.stderr.write('y' * 4096)\n", limits=QUICK, backend=backend)
     assert result.reason == "output limit exceeded (stderr over 1 MiB)"
-    assert len(result.stderr_excerpt) <= sandbox.EXCERPT_CHARS
+    assert len(result.stderr_excerpt) <= sandbox.OUTPUT_TAIL_CHARS
 
 
 def test_a_huge_file_hits_the_file_size_limit(backend: str) -> None:
