@@ -50,6 +50,10 @@ def responses(run_dir: Path, suite: str) -> int:
     return sum(1 for record in iter_records(run_dir, "response") if record["suite"] == suite)
 
 
+def items_sent(run_dir: Path, suite: str) -> int:
+    return len({record["item"] for record in iter_records(run_dir, "response") if record["suite"] == suite})
+
+
 def gate_file(run_dir: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((run_dir / "gate.json").read_text())
     return data
@@ -81,11 +85,14 @@ def test_megamoe_fails_after_a_small_share_of_the_requests(project: pytest.Pytes
     summary = json.loads((run_dir / "summary.json").read_text())
     order = summary["sequential"][LONG]["order"]
     assert summary["sequential"][LONG]["order_seed"] == long["order_seed"]
-    scored = [
-        record["item"]
-        for record in iter_records(run_dir, "outcome")
-        if record["suite"] == LONG and record["outcome"] != "skipped"
-    ]
+    # Each item has several tests (its score, its in-loop conformance): the order is of items.
+    scored = list(
+        dict.fromkeys(
+            record["item"]
+            for record in iter_records(run_dir, "outcome")
+            if record["suite"] == LONG and record["outcome"] != "skipped"
+        )
+    )
     assert scored[: long["stop"]["items"]] == order[: long["stop"]["items"]]
 
 
@@ -111,4 +118,5 @@ def test_sequential_off_is_a_fixed_size_run(project: pytest.Pytester) -> None:
     assert result.ret == 1
     assert "k3conformance: --k3-sequential=off: a fixed-size run" in result.stdout.str()
     assert gate_file(run_dir)["sequential"] is None
-    assert responses(run_dir, LONG) == responses(run_of(project, "tp8"), LONG)
+    # A conversation's length depends on the deployment (a looping turn ends it): count items.
+    assert items_sent(run_dir, LONG) == items_sent(run_of(project, "tp8"), LONG)
