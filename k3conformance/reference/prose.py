@@ -48,7 +48,9 @@ def chunk_words(text: str, size: int) -> list[str]:
 
 
 def reasoning_text(rng: random.Random, question: str, target_words: int) -> str:
-    quoted = " ".join(question.split()[:24])
+    # K3's special tokens typed in a prompt are text, not structure: the simulated thinking quotes
+    # them as a placeholder, so no parser, real or ours, takes a quoted prompt for K3 markup.
+    quoted = " ".join("[marker]" if "<|" in word or "|>" in word else word for word in question.split()[:24])
     words = f'The user asks: "{quoted}". Let me think it through.'.split()
     # Whole sentences only, so the length overshoots the target by less than one sentence.
     while len(words) < target_words:
