@@ -937,6 +937,10 @@ _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?::.*)?$")
 def _final_exception(lines: list[str]) -> str | None:
     """The "Name: message" line a Python traceback ends with."""
     for line in reversed(lines):
+        if line.startswith("Traceback (most recent call last)"):
+            # A traceback cut off while written (a forked child killed mid-write): an earlier,
+            # whole one from the same run says why.
+            continue
         if line.strip() and not line[0].isspace():
             return line if _EXCEPTION_LINE.match(line) else None
     return None
