@@ -15,7 +15,7 @@ import pytest
 
 from k3conformance.options import Settings, check_separate_path_values, resolve_settings
 from k3conformance.outcomes import USER_PROPERTY, classify, suite_of, tally_report
-from k3conformance.plugin import STASH_KEY, SUITES_MARKER
+from k3conformance.plugin import STASH_KEY, SUITES_MARKER, has_suites_conftest
 from k3conformance.probes.probe import InfrastructureError, Probe, probe_of
 from k3conformance.runs.records import STATUS_COMPLETE, STATUS_RUNNING, utc_now
 from k3conformance.session import WORKERINPUT_KEY, WORKEROUTPUT_KEY, RunState
@@ -96,7 +96,7 @@ def _resolve_up_front(config: pytest.Config) -> bool:
         return False
     if config.getoption("k3_endpoint") is not None:
         return True
-    return any(getattr(plugin, SUITES_MARKER, False) for plugin in config.pluginmanager.get_plugins())
+    return has_suites_conftest(config)
 
 
 def _check_datasets(settings: Settings) -> dict[str, dict[str, str]]:

@@ -56,6 +56,11 @@ def runs_k3conformance(config: pytest.Config) -> bool:
         config.getini(spec.dest) is not None for spec in OPTIONS if spec.ini
     ):
         return True
+    return has_suites_conftest(config)
+
+
+def has_suites_conftest(config: pytest.Config) -> bool:
+    """Whether a loaded conftest marks its directory as k3conformance suites."""
     return any(getattr(plugin, SUITES_MARKER, False) for plugin in config.pluginmanager.get_plugins())
 
 
