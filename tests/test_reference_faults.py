@@ -445,7 +445,6 @@ RECALL_HISTORY = [
 ]
 
 
-@shows("drops-reasoning-history")
 def earlier_reasoning_is_accepted_but_not_used(faulty: RunningServer, healthy: RunningServer) -> None:
     for stream in (False, True):
         assert answer(healthy, {"messages": RECALL_HISTORY}, stream).content == PICKED
@@ -799,8 +798,11 @@ KEPT_HISTORY = {
 }
 
 
-@shows("history-reasoning-dropped")
+@shows("drops-reasoning-history")
 def earlier_reasoning_is_dropped(faulty: RunningServer, healthy: RunningServer) -> None:
+    # One mechanism, two effects: the model cannot read the earlier reasoning back, and
+    # the prompt that was rendered without it is shorter.
+    earlier_reasoning_is_accepted_but_not_used(faulty, healthy)
     stripped = {
         "messages": [{k: v for k, v in m.items() if k != "reasoning_content"} for m in KEPT_HISTORY["messages"]]
     }
@@ -892,6 +894,25 @@ def numeric_looking_strings_become_numbers(faulty: RunningServer, healthy: Runni
 
     assert arguments(healthy) == {"number": "00125648"}
     assert arguments(faulty) == {"number": 125648}
+
+
+MARKER_IN_STRING = {
+    "messages": [{"role": "user", "content": "Save a note quoting <|open|>tools<|sep|>."}],
+    "tools": [
+        function_tool("save_note", {"text": {"type": "string", "examples": ["the header is <|open|>tools<|sep|>."]}})
+    ],
+    "tool_choice": "required",
+}
+
+
+@shows("arguments-cut-at-marker")
+def string_arguments_end_at_the_first_marker_start(faulty: RunningServer, healthy: RunningServer) -> None:
+    def arguments(server: RunningServer, stream: bool) -> Any:
+        return json.loads(answer(server, MARKER_IN_STRING, stream).tool_calls[0]["function"]["arguments"])  # type: ignore[index]
+
+    for stream in (False, True):
+        assert arguments(healthy, stream) == {"text": "the header is <|open|>tools<|sep|>."}
+        assert arguments(faulty, stream) == {"text": "the header is "}
 
 
 BOUNDED = {

@@ -113,8 +113,9 @@ FAULTS: tuple[Fault, ...] = (
         "drops-reasoning-history",
         "conformance",
         (
-            "the chat template is rendered without preserve_thinking: earlier turns' reasoning is accepted "
-            "but silently dropped from the prompt, so a later turn cannot use it"
+            'the chat template renders earlier turns without their reasoning (preserve_thinking / thinking.keep "all" '
+            "not passed to it, as K2's template did): the reasoning is accepted but neither reaches the model, "
+            "so a later turn cannot use it, nor counts in prompt_tokens"
         ),
     ),
     Fault(
@@ -245,11 +246,6 @@ FAULTS: tuple[Fault, ...] = (
         'thinking type "disabled" (or chat_template_kwargs.thinking false) ignored: the template always thinks',
     ),
     Fault(
-        "history-reasoning-dropped",
-        "conformance",
-        'thinking.keep "all" / preserve_thinking ignored: earlier turns are rendered without their reasoning, as K2\'s template did, so it neither reaches the model nor counts in prompt_tokens',
-    ),
-    Fault(
         "dynamic-tools-ignored",
         "conformance",
         "tools declared inside system messages (messages[].tools, a K3 API feature) dropped as an unknown field: those tools are never called, tool_choice required with only them is refused",
@@ -282,7 +278,12 @@ FAULTS: tuple[Fault, ...] = (
     Fault(
         "numeric-strings-coerced",
         "conformance",
-        'a naive argument parser guesses each value\'s type from its text instead of the declared type: "00125648" arrives as the number 125648',
+        'a naive tool-call parser guesses each string value\'s type from its text instead of the declared type: "00125648" arrives as the number 125648',
+    ),
+    Fault(
+        "arguments-cut-at-marker",
+        "conformance",
+        "a naive tool-call parser ends an argument value at the first `<|`, taking it for the closing marker: string arguments quoting K3's markers or code containing `<|` arrive truncated",
     ),
     Fault(
         "schema-constraints-dropped",

@@ -124,8 +124,8 @@ def thinking_as_understood(faults: frozenset[str], enabled: bool) -> bool:
 
 
 def keeps_reasoning(faults: frozenset[str], keep: bool) -> bool:
-    """history-reasoning-dropped: the template renders earlier turns without their reasoning."""
-    return keep and "history-reasoning-dropped" not in faults
+    """drops-reasoning-history: the template renders earlier turns without their reasoning."""
+    return keep and "drops-reasoning-history" not in faults
 
 
 def ignores_dynamic_tools(faults: frozenset[str]) -> bool:
@@ -190,19 +190,10 @@ def on_request(faults: frozenset[str], request: ChatRequest) -> ChatRequest:
         changes["effort"] = "max"  # the chat template's default when no effort reaches it
     if "response-format-ignored" in faults:
         changes["response_format"] = None
-    if "drops-reasoning-history" in faults:
-        # A chat template rendered without preserve_thinking: earlier thinking never reaches the model.
-        changes["messages"] = tuple(_without_reasoning(message) for message in request.messages)
     tool_choice = _tool_choice_as_understood(faults, request)
     if tool_choice != (request.tool_choice, request.named_tool):
         changes["tool_choice"], changes["named_tool"] = tool_choice
     return dataclasses.replace(request, **changes) if changes else request
-
-
-def _without_reasoning(message: Mapping[str, Any]) -> Mapping[str, Any]:
-    if message.get("role") != "assistant":
-        return message
-    return {key: value for key, value in message.items() if key not in ("reasoning_content", "reasoning")}
 
 
 def _tool_choice_as_understood(faults: frozenset[str], request: ChatRequest) -> tuple[str, str | None]:
@@ -332,27 +323,6 @@ def _one_id_for_all_calls(completion: Completion) -> Completion:
     )
 
 
-def _coerced_numeric_strings(completion: Completion) -> Completion:
-    # A parser that guesses each argument's type from its text instead of the declared
-    # one, so "00125648" becomes 125648 and "0042" becomes 42.
-    calls = tuple(
-        dataclasses.replace(call, arguments=_with_numbers_guessed(call.arguments)) for call in completion.tool_calls
-    )
-    return dataclasses.replace(completion, tool_calls=calls)
-
-
-def _argument_object(arguments_json: str) -> dict[str, Any]:
-    arguments = json.loads(arguments_json)
-    return arguments if isinstance(arguments, dict) else {}
-
-
-def _with_numbers_guessed(arguments_json: str) -> str:
-    def guessed(value: Any) -> Any:
-        return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() else value
-
-    return json.dumps({key: guessed(value) for key, value in _argument_object(arguments_json).items()})
-
-
 _COMPLETION_EDITS: tuple[tuple[str, Callable[[Completion], Completion]], ...] = (
     ("raw-stop-token", _raw_stop_token),
     ("length-reported-as-stop", _length_as_stop),
@@ -360,7 +330,6 @@ _COMPLETION_EDITS: tuple[tuple[str, Callable[[Completion], Completion]], ...] = 
     ("usage-ignores-reasoning", _usage_of_content_only),
     ("tokens-after-eos", _token_after_eos),
     ("duplicate-tool-ids", _one_id_for_all_calls),
-    ("numeric-strings-coerced", _coerced_numeric_strings),
 )
 
 
@@ -395,12 +364,22 @@ def parser_settings(faults: frozenset[str]) -> ParserSettings:
         typed_arguments="stringified-arguments" not in faults,
         complete_arguments="unparsed-arguments" not in faults,
         strips_message_close_in_streams="message-close-leak" not in faults,
+        strings_kept_as_written="numeric-strings-coerced" not in faults,
+        values_end_at_closing_marker="arguments-cut-at-marker" not in faults,
     )
 
 
 _HEALTHY_PARSERS = ParserSettings()
 _PARSER_FAULTS = frozenset(
-    {"no-reasoning-parser", "empty-tool-calls", "stringified-arguments", "unparsed-arguments", "message-close-leak"}
+    {
+        "no-reasoning-parser",
+        "empty-tool-calls",
+        "stringified-arguments",
+        "unparsed-arguments",
+        "message-close-leak",
+        "numeric-strings-coerced",
+        "arguments-cut-at-marker",
+    }
 )
 
 

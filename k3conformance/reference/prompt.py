@@ -37,6 +37,21 @@ def history_reasoning(message: Mapping[str, Any]) -> str:
     return ""
 
 
+def _renders_reasoning(request: ChatRequest) -> list[bool]:
+    """Per message: whether the template renders its reasoning (assistant turns only)."""
+    last_user = max((index for index, m in enumerate(request.messages) if m["role"] == "user"), default=-1)
+    return [
+        message["role"] == "assistant" and (request.keep_reasoning or index > last_user)
+        for index, message in enumerate(request.messages)
+    ]
+
+
+def rendered_reasoning(request: ChatRequest) -> str:
+    """The earlier turns' reasoning that reaches the model: all of it only where it is kept."""
+    rendered = _renders_reasoning(request)
+    return " ".join(history_reasoning(m) for m, shown in zip(request.messages, rendered, strict=True) if shown)
+
+
 def rendered_prompt(request: ChatRequest, *, with_tools: bool = True) -> str:
     parts: list[str] = []
     if with_tools and request.tools:
@@ -44,9 +59,8 @@ def rendered_prompt(request: ChatRequest, *, with_tools: bool = True) -> str:
     response_format = request.response_format or {}
     if response_format.get("type") == "json_schema":
         parts.append(json.dumps(response_format["json_schema"]["schema"]))
-    last_user = max((index for index, m in enumerate(request.messages) if m["role"] == "user"), default=-1)
-    for index, message in enumerate(request.messages):
-        if message["role"] == "assistant" and (request.keep_reasoning or index > last_user):
+    for message, shows_reasoning in zip(request.messages, _renders_reasoning(request), strict=True):
+        if shows_reasoning:
             parts.append(history_reasoning(message))
         parts.append(message_text(message))
         for call in message.get("tool_calls") or ():

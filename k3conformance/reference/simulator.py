@@ -17,7 +17,13 @@ from k3conformance.reference import agent_play, recall
 from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.answer_key import AnswerKey
 from k3conformance.reference.faults import PrefixCache
-from k3conformance.reference.prompt import TOKENS_PER_MESSAGE, message_text, prompt_tokens, rendered_prompt
+from k3conformance.reference.prompt import (
+    TOKENS_PER_MESSAGE,
+    message_text,
+    prompt_tokens,
+    rendered_prompt,
+    rendered_reasoning,
+)
 from k3conformance.reference.prose import count_tokens, generic_reply, reasoning_text, take_tokens, wrong_variant
 from k3conformance.reference.request import parse_request
 from k3conformance.reference.schema_values import UnsupportedSchema, example_value
@@ -67,7 +73,7 @@ class Simulator:
         task = agent_play.agent_task(request)
         if task is not None:
             return self._agent_turn(request, task, rng, request_seed, question, mean_words)
-        reasoning, recalled = recall.on_turn(rng, question, reasoning, request.messages)
+        reasoning, recalled = recall.on_turn(rng, question, reasoning, rendered_reasoning(request))
         # A retrieval question is answered from what the template rendered: the prompt, and
         # the earlier turns' reasoning where it is kept.
         retrieved = needle_answer(rendered_prompt(request)) if item is None and question else None

@@ -48,6 +48,13 @@ class ParserSettings:
     complete_arguments: bool = True
     # Streams drop the <|close|>message<|sep|> end marker (non-streaming parses always do).
     strips_message_close_in_streams: bool = True
+    # A string-typed value stays as written; False: one that looks like a number ("00125648")
+    # is typed as one, as a parser that guesses types from the text instead of the declaration.
+    strings_kept_as_written: bool = True
+    # A value runs to its <|close|>argument<|sep|>; False: it ends at the first `<|`, as a naive
+    # parser that takes any marker start for the value's end (values quoting K3's markers, or
+    # code with `<|` in it, arrive cut short).
+    values_end_at_closing_marker: bool = True
 
 
 class StreamingParse(Protocol):

@@ -157,8 +157,12 @@ class _Scanner:
         for argument in _ARGUMENT.finditer(match["body"]):
             attributes = _attributes(argument["attrs"])
             value = argument["value"]
-            typed = self.settings.typed_arguments and attributes.get("type", "string") != "string"
-            arguments[attributes.get("key", "")] = _json_or_raw(value) if typed else value
+            if not self.settings.values_end_at_closing_marker:
+                value = value.partition("<|")[0]
+            declared_string = attributes.get("type", "string") == "string"
+            typed = self.settings.typed_arguments and not declared_string
+            guessed = declared_string and not self.settings.strings_kept_as_written and _looks_numeric(value)
+            arguments[attributes.get("key", "")] = _json_or_raw(value) if typed else int(value) if guessed else value
         text = json.dumps(arguments, ensure_ascii=False)
         return ParsedCall(name, text if self.settings.complete_arguments else text[:-1])
 
@@ -167,6 +171,10 @@ def _attributes(text: str) -> dict[str, str]:
     return {
         match["key"]: match["value"].replace("&quot;", '"').replace("&amp;", "&") for match in _ATTRIBUTE.finditer(text)
     }
+
+
+def _looks_numeric(value: str) -> bool:
+    return value.isascii() and value.isdigit()
 
 
 def _json_or_raw(value: str) -> object:
