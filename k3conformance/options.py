@@ -299,6 +299,13 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         flag_only=True,
     ),
     OptionSpec(
+        "prompt_token_cases",
+        Path,
+        None,
+        "JSONL file of fixed prompt-token counts in Kimi-Vendor-Verifier's format (id, request, "
+        "expected_prompt_tokens): each request's usage.prompt_tokens is checked against its count",
+    ),
+    OptionSpec(
         "cache_prompt_words",
         positive_int,
         3000,
@@ -459,6 +466,7 @@ class Settings:
     seed: int
     strict_reasoning_field: bool
     vendor: bool
+    prompt_token_cases: Path | None
     cache_prompt_words: int
     math_dataset: tuple[str, ...]
     coding_dataset: tuple[str, ...]

@@ -41,6 +41,10 @@ def header_lines(
         ),
         f"k3conformance: records {'resume into' if resumed else 'go to'} {run_dir}",
     ]
+    if settings.prompt_token_cases is not None:
+        lines.append(
+            f"k3conformance: prompt tokens also checked against the fixed counts in {settings.prompt_token_cases}"
+        )
     if endpoint is not None and endpoint.server_info:
         lines.append(f"k3conformance: server reports {describe_server(endpoint.server_info)}")
     if endpoint is not None and endpoint.simulator:

@@ -3,18 +3,31 @@ endpoint counts for the same request, streamed and not, with and without tools (
 and dynamic), with a response format and a tool-call history. Logic:
 `k3conformance/checks/prompt_tokens.py`.
 
-Where the server has no tokenizer endpoint the checks are skipped, saying so.
+Where the server has no tokenizer endpoint those checks are skipped, saying so; fixed
+counts for K3's template (`--k3-prompt-token-cases FILE`, Kimi-Vendor-Verifier's format)
+are the second source, checked by `test_prompt_tokens_match_constants`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
 
-from k3conformance import Exchange, Probe, ProbeResult, RequestError, load_fixture
-from k3conformance.checks.prompt_tokens import check_prompt_tokens_match_tokenizer
+from k3conformance import (
+    Exchange,
+    Probe,
+    ProbeResult,
+    RequestError,
+    Settings,
+    load_fixture,
+    parametrize_probes,
+    settings_of,
+)
+from k3conformance.checks.prompt_tokens import check_prompt_tokens_match_constants, check_prompt_tokens_match_tokenizer
+from k3conformance.datasets.prompt_token_cases import load_prompt_token_cases
 
 SUITE = "prompt_tokens"
 MODES = ("plain", "stream")
@@ -89,5 +102,51 @@ PROBES = [_probe(case) for case in CASES]
 def test_prompt_tokens_match_tokenizer(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
     tokenized = k3_result.samples[0].notes["tokenized"]
     if isinstance(tokenized, RequestError) and tokenized.http_status in NO_ENDPOINT:
-        pytest.skip(f"the server has no tokenizer endpoint (POST /tokenize): {tokenized.describe()}")
+        pytest.skip(
+            f"the server has no tokenizer endpoint (POST /tokenize): {tokenized.describe()}; "
+            "give fixed counts with --k3-prompt-token-cases to check prompt tokens against them"
+        )
     check_prompt_tokens_match_tokenizer(k3_result.completion(mode), tokenized, f"{probe.item}, {mode}")
+
+
+# --- the second source: fixed counts the user provides (--k3-prompt-token-cases) --------
+# KVV's own file format, so KVV's cases.jsonl works as it is. Each request is sent as
+# written (its own thinking and sampling parameters), streamed and not.
+
+
+def _constant_probes(settings: Settings) -> list[Probe]:
+    assert settings.prompt_token_cases is not None
+    loaded = load_prompt_token_cases(settings.prompt_token_cases)
+    return [
+        Probe(
+            SUITE,
+            f"constant-{case.id}",
+            requests={mode: {**case.request, "stream": mode == "stream"} for mode in MODES},
+            samples=1,
+            max_tokens=MAX_TOKENS,
+            thinking_as_given=True,
+            sampling_as_given=True,
+            data={"expected_prompt_tokens": case.expected_prompt_tokens, "source": f"{loaded.path}:{case.line}"},
+        )
+        for case in loaded.cases
+    ]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if settings_of(metafunc.config).prompt_token_cases is not None:
+        parametrize_probes(metafunc, "test_prompt_tokens_match_constants", _constant_probes)
+    elif metafunc.definition.name == "test_prompt_tokens_match_constants":
+        reason = "no fixed counts given (--k3-prompt-token-cases): prompt tokens are checked against /tokenize only"
+        metafunc.parametrize("probe", [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="no-constants")])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_prompt_tokens_match_constants(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
+    if "fixture://" in json.dumps(probe.requests[mode]):
+        pytest.skip("the case refers to KVV's image fixtures (fixture://), which this plugin does not materialise")
+    check_prompt_tokens_match_constants(
+        k3_result.completion(mode),
+        probe.data["expected_prompt_tokens"],
+        str(probe.data["source"]),
+        f"{probe.item.removeprefix('constant-')}, {mode}",
+    )

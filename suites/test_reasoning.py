@@ -14,6 +14,7 @@ import pytest
 
 from k3conformance import Completion, Exchange, Probe, ProbeResult, Settings, load_fixture
 from k3conformance.checks import reasoning as checks
+from k3conformance.probes.request_body import thinking_fields
 
 SUITE = "reasoning"
 MODES = ("plain", "stream")
@@ -152,24 +153,6 @@ def test_multi_turn_with_reasoning_history(probe: Probe, mode: str, k3_result: P
 # --- the thinking parameters: each sent alone and together ---------------------------
 # These probes send exactly the thinking parameters below (thinking_as_given), in the
 # form --k3-think-mode names: Kimi's `thinking` object or open-source `chat_template_kwargs`.
-
-
-def thinking_fields(
-    think_mode: str, *, effort: str | None = None, enabled: bool = True, keep: bool | None = None
-) -> dict[str, Any]:
-    if think_mode == "kimi":
-        thinking: dict[str, Any] = {"type": "enabled" if enabled else "disabled"}
-        if effort is not None:
-            thinking["effort"] = effort
-        if keep is not None:
-            thinking["keep"] = "all" if keep else "none"
-        return {"thinking": thinking}
-    kwargs: dict[str, Any] = {"thinking": enabled}
-    if effort is not None:
-        kwargs["thinking_effort"] = effort
-    if keep is not None:
-        kwargs["preserve_thinking"] = keep
-    return {"chat_template_kwargs": kwargs}
 
 
 def effort_field(think_mode: str) -> str:

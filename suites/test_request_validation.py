@@ -3,12 +3,14 @@ Logic: `k3conformance/checks/request_validation.py`."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
-from k3conformance import Probe, ProbeResult
+from k3conformance import Exchange, Probe, ProbeResult
 from k3conformance.checks import request_validation as checks
+from k3conformance.probes.request_body import thinking_fields
 
 SUITE = "request_validation"
 MODES = ("plain", "stream")
@@ -266,4 +268,61 @@ LOCKED_CASES: dict[str, tuple[str, dict[str, Any]]] = {
 def test_locked_sampling_parameters_rejected(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
     checks.check_locked_sampling_parameters_rejected(
         k3_result.outcome(mode), LOCKED_CASES[probe.item.removeprefix("locked-")][0], mode
+    )
+
+
+# KVV tests/params also requires the defaults to be applied when the client leaves the
+# parameters out; KVV only sees that such requests succeed. We observe it: with one seed,
+# leaving them out must draw the same sample as giving K3's defaults. A second request
+# with the defaults given shows first that the server repeats a seeded sample; where it
+# does not, nothing can be observed and the test is skipped, saying so.
+K3_DEFAULTS: dict[str, dict[str, Any]] = {
+    "thinking": {"temperature": 1.0, "top_p": 0.95, "presence_penalty": 0, "frequency_penalty": 0, "n": 1},
+    "non-thinking": {"temperature": 0.6, "top_p": 0.95, "presence_penalty": 0, "frequency_penalty": 0, "n": 1},
+}
+DEFAULTS_QUESTION = {"role": "user", "content": "Say 'OK' and nothing else."}
+DEFAULTS_BUDGET = 64
+
+
+def _defaults_probe(thinking: str) -> Probe:
+    async def conversation(exchange: Exchange) -> None:
+        fields = thinking_fields(exchange.settings.think_mode, enabled=thinking == "thinking")
+        variants = {"given": K3_DEFAULTS[thinking], "given-again": K3_DEFAULTS[thinking], "omitted": {}}
+        await asyncio.gather(
+            *(
+                exchange.send(
+                    f"{variant}-{mode}",
+                    {"messages": [DEFAULTS_QUESTION], **fields, **sampling, "stream": mode == "stream"},
+                )
+                for variant, sampling in variants.items()
+                for mode in MODES
+            )
+        )
+
+    return Probe(
+        SUITE,
+        f"defaults-{thinking}",
+        conversation=conversation,
+        samples=1,
+        max_tokens=DEFAULTS_BUDGET,
+        thinking_as_given=True,
+        sampling_as_given=True,
+        kind=thinking,
+    )
+
+
+@pytest.mark.k3_vendor
+@pytest.mark.parametrize("probe", [_defaults_probe(thinking) for thinking in K3_DEFAULTS], ids=str)
+@pytest.mark.parametrize("mode", MODES)
+def test_omitted_sampling_parameters_default_to_k3(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
+    thinking = probe.item.removeprefix("defaults-")
+    given, again = k3_result.completion(f"given-{mode}"), k3_result.completion(f"given-again-{mode}")
+    if not checks.same_sample(given, again):
+        pytest.skip(
+            f"the server does not repeat a seeded sample ({thinking}, {mode}): two identical seeded requests "
+            "differ, so whether omitted sampling parameters get K3's defaults cannot be observed"
+        )
+    defaults = ", ".join(f"{key} {value}" for key, value in K3_DEFAULTS[thinking].items())
+    checks.check_omitted_sampling_parameters_default_to_k3(
+        given, k3_result.completion(f"omitted-{mode}"), defaults, f"{thinking}, {mode}"
     )

@@ -39,6 +39,7 @@ TARGETS: dict[str, tuple[str, str]] = {
     "no-stream-usage": ("reasoning/stream_usage_frame", "api"),
     "null-reasoning-stream": ("reasoning/stream_reasoning_not_nulled", "parser"),
     "numeric-strings-coerced": ("tool_calls/arguments_match_schema[plain]", "model"),
+    "own-sampling-defaults": ("request_validation/omitted_sampling_parameters_default_to_k3[plain]", "api"),
     "parallel-index-collision": ("tool_calls/parallel_calls[stream]", "parser"),
     "prefix-cache-corruption": ("state_consistency/prefix_reuse_keeps_answers[plain]", "model"),
     "prompt-tokens-exclude-tools": ("prompt_tokens/prompt_tokens_match_tokenizer[plain]", "api"),
@@ -266,6 +267,10 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
         "tool_calls/calls_match_expected[plain]",
         "tool_calls/calls_match_expected[stream]",
     },
+    "own-sampling-defaults": {
+        "request_validation/omitted_sampling_parameters_default_to_k3[plain]",
+        "request_validation/omitted_sampling_parameters_default_to_k3[stream]",
+    },
     "parallel-index-collision": {
         "bfcl/calls_match_ground_truth[stream]",
         "tool_calls/arguments_match_schema[stream]",
@@ -450,6 +455,7 @@ ALSO_BLAMED: dict[str, dict[str, str]] = {
 EXTRA_ARGUMENTS = {
     "reasoning-field-vllm": ["--k3-strict-reasoning-field"],
     "sampling-params-unlocked": ["--k3-vendor"],
+    "own-sampling-defaults": ["--k3-vendor"],
     "tp8": ["--k3-vendor"],
 }
 

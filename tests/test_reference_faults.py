@@ -719,6 +719,11 @@ WHERE_FAULT_CANNOT_APPLY: dict[str, list[tuple[dict[str, Any], bool]]] = {
     "double-finish": [(PLAIN, False)],
     "no-stream-usage": [(PLAIN, False)],  # and streams without include_usage, tested below
     "content-before-reasoning": [(PLAIN, False), (THINKING_OFF, True)],
+    # Only parameters a request leaves out get the server's defaults.
+    "own-sampling-defaults": [
+        (user(CAPITAL, temperature=1.0, top_p=0.95), False),
+        (user(CAPITAL, temperature=1.0, top_p=0.95), True),
+    ],
 }
 STREAM_ONLY = {
     "message-close-leak": PLAIN,
@@ -856,6 +861,22 @@ def locked_sampling_parameters_are_passed_on(faulty: RunningServer, healthy: Run
     for fields in ({"temperature": 1.1}, {"top_p": 0.8}, {"presence_penalty": 0.5}, {"frequency_penalty": 0.5}):
         assert post(healthy, user(PONG, **fields))[0] == 400
         assert post(faulty, user(PONG, **fields))[0] == 200
+
+
+@shows("own-sampling-defaults")
+def omitted_sampling_parameters_get_the_servers_defaults(faulty: RunningServer, healthy: RunningServer) -> None:
+    for thinking, k3_defaults in (
+        (True, {"temperature": 1.0, "top_p": 0.95}),
+        (False, {"temperature": 0.6, "top_p": 0.95}),
+    ):
+        # KVV's prompt, which no answer key answers: the reply is drawn, so it follows the sample.
+        request = user("Say 'OK' and nothing else.", seed=7, thinking={"type": "enabled" if thinking else "disabled"})
+        for stream in (False, True):
+            assert answer(healthy, request, stream) == answer(healthy, {**request, **k3_defaults}, stream)
+            assert answer(faulty, {**request, **k3_defaults}, stream) == answer(
+                healthy, {**request, **k3_defaults}, stream
+            )
+            assert answer(faulty, request, stream) != answer(faulty, {**request, **k3_defaults}, stream)
 
 
 FOREIGN_HISTORY = {

@@ -7,7 +7,8 @@ Billing and context limits rest on `usage.prompt_tokens`; a server whose usage l
 out part of what it rendered (tool declarations, preserved reasoning, the response
 schema) undercounts. Moonshot's Kimi-Vendor-Verifier (tests/prompt_tokens) compares
 with counts made offline and accepts up to 3 tokens more; so do we, against the
-server's own count.
+server's own count, and against such fixed counts where the user provides them
+(`--k3-prompt-token-cases`, KVV's file format).
 """
 
 from __future__ import annotations
@@ -30,13 +31,24 @@ def check_prompt_tokens_match_tokenizer(completion: Completion, tokenized: int |
             got=tokenized.describe(),
         )
         return
+    _check_prompt_tokens(completion, tokenized, "the server's own /tokenize count", case)
+
+
+def check_prompt_tokens_match_constants(completion: Completion, expected: int, source: str, case: str) -> None:
+    """Against a fixed count for K3's template (KVV's source), for servers without /tokenize."""
+    __tracebackhide__ = True
+    _check_prompt_tokens(completion, expected, f"the fixed count of {source}", case)
+
+
+def _check_prompt_tokens(completion: Completion, reference: int, source: str, case: str) -> None:
+    __tracebackhide__ = True
     counted = (completion.usage or {}).get("prompt_tokens")
     expect(
-        isinstance(counted, int) and tokenized <= counted <= tokenized + OVERCOUNT_TOLERANCE,
+        isinstance(counted, int) and reference <= counted <= reference + OVERCOUNT_TOLERANCE,
         layer="api",
         expected=(
-            f"usage.prompt_tokens within [{tokenized}, {tokenized + OVERCOUNT_TOLERANCE}], the server's own "
-            f"/tokenize count for the same request ({case})"
+            f"usage.prompt_tokens within [{reference}, {reference + OVERCOUNT_TOLERANCE}], {source} "
+            f"for the same request ({case})"
         ),
         got=f"prompt_tokens {counted}",
         hint="usage must count everything the chat template rendered: tool declarations, kept reasoning, schemas",

@@ -76,3 +76,24 @@ def check_locked_sampling_parameters_rejected(outcome: Outcome, case: str, mode:
     """Vendor mode: Moonshot's API fixes these sampling parameters; other values get a 400."""
     __tracebackhide__ = True
     check_invalid_request_rejected(outcome, case, mode)
+
+
+def same_sample(first: Completion, second: Completion) -> bool:
+    """Whether two answers are the same sample: same reasoning, content and calls."""
+    return (first.reasoning, first.content, first.tool_calls) == (second.reasoning, second.content, second.tool_calls)
+
+
+def check_omitted_sampling_parameters_default_to_k3(
+    explicit: Completion, omitted: Completion, defaults: str, case: str
+) -> None:
+    """Vendor mode: a request that leaves the locked parameters out is sampled with K3's
+    defaults, so with one seed it draws the sample that giving those defaults draws (the
+    caller has shown that the server repeats a seeded sample)."""
+    __tracebackhide__ = True
+    expect(
+        same_sample(explicit, omitted),
+        layer="api",
+        expected=f"the seeded sample drawn with K3's defaults given ({defaults}) when they are left out ({case})",
+        got=f"given: {excerpt(explicit.reasoning or explicit.content)}; left out: {excerpt(omitted.reasoning or omitted.content)}",
+        hint="the server fills omitted sampling parameters with other defaults (its own generation config, e.g. SGLang --sampling-defaults openai or vLLM --generation-config vllm)",
+    )

@@ -15,6 +15,7 @@ from importlib import resources
 from typing import Any
 
 from k3conformance.datasets.bundled import load_fixture
+from k3conformance.datasets.prompt_token_cases import load_prompt_token_cases
 from k3conformance.datasets.sources import (
     DatasetUnavailable,
     FieldMap,
@@ -135,6 +136,9 @@ def _test_source(tests: str | list[str]) -> str:
 def check_datasets(settings: Settings) -> dict[str, dict[str, str]]:
     """Load every configured dataset now; raises DatasetUnavailable with the message to show.
     Returns, per suite, each dataset's name and content hash (as run summaries record them)."""
+    if settings.prompt_token_cases is not None:
+        # Fixed counts are no items to gate on, but a bad file must stop the run up front too.
+        load_prompt_token_cases(settings.prompt_token_cases)
     return {
         "math": {dataset.name: dataset.revision for dataset in load_math_items(settings)},
         "coding": {dataset.name: dataset.revision for dataset in load_coding_items(settings)},

@@ -73,6 +73,9 @@ class Probe:
     # Checks of the thinking parameters themselves send exactly the ones their requests
     # give; every other probe gets the run's (--k3-think-mode, --k3-reasoning-effort).
     thinking_as_given: bool = False
+    # Checks of the sampling defaults send exactly the sampling parameters their requests
+    # give; every other probe gets the run's --k3-temperature and --k3-top-p.
+    sampling_as_given: bool = False
     # What sort of item this is within its suite (a tool-call category, a schema family):
     # a limited run keeps at least one of every kind each check uses. "" for the dataset's.
     kind: str = ""

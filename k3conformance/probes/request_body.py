@@ -28,6 +28,26 @@ def thinking_parameters(think_mode: str, effort: str) -> dict[str, Any]:
     }
 
 
+def thinking_fields(
+    think_mode: str, *, effort: str | None = None, enabled: bool = True, keep: bool | None = None
+) -> dict[str, Any]:
+    """Exactly the thinking parameters given, in the form `think_mode` names: Kimi's
+    `thinking` object or open-source `chat_template_kwargs` (for probes whose thinking is as given)."""
+    if think_mode == "kimi":
+        thinking: dict[str, Any] = {"type": "enabled" if enabled else "disabled"}
+        if effort is not None:
+            thinking["effort"] = effort
+        if keep is not None:
+            thinking["keep"] = "all" if keep else "none"
+        return {"thinking": thinking}
+    kwargs: dict[str, Any] = {"thinking": enabled}
+    if effort is not None:
+        kwargs["thinking_effort"] = effort
+    if keep is not None:
+        kwargs["preserve_thinking"] = keep
+    return {"chat_template_kwargs": kwargs}
+
+
 def build_body(
     partial: Mapping[str, Any],
     *,
@@ -36,14 +56,15 @@ def build_body(
     sample: int,
     suite_max_tokens: int | None,
     thinking_as_given: bool = False,
+    sampling_as_given: bool = False,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
-        "temperature": settings.temperature,
-        "top_p": settings.top_p,
         "seed": settings.seed + sample,
         "max_tokens": settings.max_tokens or suite_max_tokens or DEFAULT_MAX_TOKENS,
     }
+    if not sampling_as_given:
+        body.update(temperature=settings.temperature, top_p=settings.top_p)
     given = copy.deepcopy(dict(partial))
     if not thinking_as_given:
         effort = given.pop("reasoning_effort", settings.reasoning_effort)

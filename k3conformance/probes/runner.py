@@ -222,6 +222,7 @@ class Runner:
             sample=sample,
             suite_max_tokens=probe.max_tokens,
             thinking_as_given=probe.thinking_as_given,
+            sampling_as_given=probe.sampling_as_given,
         )
 
     async def tokenize(self, probe: Probe, sample: int, partial: Mapping[str, Any]) -> int | RequestError:

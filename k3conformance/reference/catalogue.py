@@ -271,6 +271,11 @@ FAULTS: tuple[Fault, ...] = (
         "sampling parameters that Moonshot's API fixes (temperature above 1, top_p, penalties) passed on unchanged, as open-source SGLang/vLLM do: a fault only for a vendor build (--k3-vendor)",
     ),
     Fault(
+        "own-sampling-defaults",
+        "conformance",
+        "sampling parameters a request leaves out filled with the server's own defaults (temperature 1, top_p 1: vLLM --generation-config vllm, SGLang --sampling-defaults openai) instead of K3's (thinking: 1.0 and 0.95; not thinking: 0.6 and 0.95): a fault only for a vendor build (--k3-vendor)",
+    ),
+    Fault(
         "strict-history-ids",
         "conformance",
         "histories written by other clients refused: tool-call ids other than functions.NAME:IDX and list content in assistant turns get HTTP 400 (K2 on vLLM: the id parser was too strict)",

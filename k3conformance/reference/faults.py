@@ -33,7 +33,15 @@ from typing import Any
 from k3conformance.checks.markup import RESPONSE_CLOSE, RESPONSE_OPEN, THINK_CLOSE, THINK_OPEN, xtml_tools_block
 from k3conformance.reference.parsers import ParserSettings
 from k3conformance.reference.prose import count_tokens
-from k3conformance.reference.values import ChatRequest, Completion, FixtureItem, Problem
+from k3conformance.reference.values import (
+    K3_INSTANT_SAMPLING,
+    K3_THINKING_SAMPLING,
+    ChatRequest,
+    Completion,
+    FixtureItem,
+    Problem,
+    Sampling,
+)
 
 # wire.REASONING_FIELD; wire imports this module, so the name is repeated rather than imported.
 _REASONING_CONTENT = "reasoning_content"
@@ -165,6 +173,19 @@ def _without_constraints(node: Any) -> Any:
     if isinstance(node, list):
         return [_without_constraints(value) for value in node]
     return node
+
+
+# The defaults a server started with its own generation config applies (vLLM
+# --generation-config vllm, SGLang --sampling-defaults openai): OpenAI's temperature 1 and top_p 1.
+_SERVER_OWN_SAMPLING = Sampling(temperature=1.0, top_p=1.0)
+
+
+def sampling_defaults(faults: frozenset[str], thinking: bool) -> Sampling:
+    """What fills the sampling parameters a request leaves out: K3's recipe for the thinking
+    mode; own-sampling-defaults: the server's own defaults."""
+    if "own-sampling-defaults" in faults:
+        return _SERVER_OWN_SAMPLING
+    return K3_THINKING_SAMPLING if thinking else K3_INSTANT_SAMPLING
 
 
 def usage_counts_tools(faults: frozenset[str]) -> bool:

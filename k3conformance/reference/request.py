@@ -13,12 +13,13 @@ response_format 400s) and `tests/params` (sampling parameters locked).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from k3conformance.reference import faults as fault_hooks
-from k3conformance.reference.values import ChatRequest, InvalidRequest, Problem, ToolSpec
+from k3conformance.reference.values import ChatRequest, InvalidRequest, Problem, Sampling, ToolSpec
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 EFFORTS = ("low", "high", "max")
@@ -54,6 +55,7 @@ def parse_request(body: Mapping[str, Any], model_id: str, faults: frozenset[str]
     tool_choice, named_tool = _tool_choice(body.get("tool_choice"), tools, faults)
     effort, thinking, keep_reasoning = _thinking(body, faults)
     _check_sampling(body, faults)
+    sampling = _sampling(body, fault_hooks.sampling_defaults(faults, thinking))
     if body.get("stream") not in (None, True, False):
         raise _bad("`stream` must be a boolean", "stream")
     if body.get("stream_options") is not None and body.get("stream") is not True:
@@ -72,6 +74,7 @@ def parse_request(body: Mapping[str, Any], model_id: str, faults: frozenset[str]
         max_tokens=_max_tokens(body),
         response_format=_response_format(body.get("response_format"), faults),
         seed=seed,
+        sampling=sampling,
     )
 
 
@@ -302,6 +305,12 @@ def _check_sampling(body: Mapping[str, Any], faults: frozenset[str]) -> None:
         value = _number(body, key)
         if value is not None and not allowed(value):
             _problem(faults, "unlocked-sampling-parameter", f"`{key}` is fixed for this model: {rule}", key)
+
+
+def _sampling(body: Mapping[str, Any], defaults: Sampling) -> Sampling:
+    """The request's sampling parameters, each one it leaves out taken from `defaults`."""
+    given = {key: _number(body, key) for key in ("temperature", "top_p", "presence_penalty", "frequency_penalty")}
+    return dataclasses.replace(defaults, **{key: value for key, value in given.items() if value is not None})
 
 
 def _max_tokens(body: Mapping[str, Any]) -> int | None:

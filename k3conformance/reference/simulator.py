@@ -28,7 +28,15 @@ from k3conformance.reference.prose import count_tokens, generic_reply, reasoning
 from k3conformance.reference.request import parse_request
 from k3conformance.reference.schema_values import UnsupportedSchema, example_value
 from k3conformance.reference.tool_use import plan_tool_calls
-from k3conformance.reference.values import ChatRequest, Completion, FixtureItem, InvalidRequest, Profile, ToolCall
+from k3conformance.reference.values import (
+    K3_THINKING_SAMPLING,
+    ChatRequest,
+    Completion,
+    FixtureItem,
+    InvalidRequest,
+    Profile,
+    ToolCall,
+)
 
 if TYPE_CHECKING:
     from k3conformance.agent.tasks import AgentTask
@@ -177,7 +185,13 @@ class Simulator:
         keys = ("messages", "tools", "tool_choice", "response_format")
         # A fault profile samples as its base does, so the fault is the only difference between them.
         sampled_as = self.profile.base or self.profile.name
-        return _digest(sampled_as, [body.get(key) for key in keys], request.seed, request.effort)
+        parts: list[object] = [sampled_as, [body.get(key) for key in keys], request.seed, request.effort]
+        # Other effective sampling parameters draw another sample from the same seed, as a
+        # real sampler does. The answers under K3's thinking recipe (what the plugin sends
+        # by default) keep the digest they always had, so earlier outputs stay identical.
+        if request.sampling != K3_THINKING_SAMPLING:
+            parts.append(dataclasses.astuple(request.sampling))
+        return _digest(*parts)
 
     def _content(self, request: ChatRequest, correct_item: FixtureItem | None, reply: str) -> str:
         last = request.messages[-1]

@@ -47,6 +47,22 @@ Problem = Literal[
 
 
 @dataclass(frozen=True)
+class Sampling:
+    """The sampling parameters a request is generated with, after the server's defaults."""
+
+    temperature: float
+    top_p: float
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+
+
+# K3's recipe (the model card; Moonshot's API fixes it, KVV tests/params): temperature 1.0
+# thinking, 0.6 not thinking; top_p 0.95; no penalties.
+K3_THINKING_SAMPLING = Sampling(temperature=1.0, top_p=0.95)
+K3_INSTANT_SAMPLING = Sampling(temperature=0.6, top_p=0.95)
+
+
+@dataclass(frozen=True)
 class ToolSpec:
     name: str
     parameters: Mapping[str, Any]
@@ -66,6 +82,7 @@ class ChatRequest:
     max_tokens: int | None
     response_format: Mapping[str, Any] | None
     seed: int | None
+    sampling: Sampling = K3_THINKING_SAMPLING
 
 
 # --- what the model answers -------------------------------------------------------------
