@@ -62,3 +62,15 @@ def test_limited_coding_run_keeps_the_authored_tasks(pytester: pytest.Pytester) 
     kept = [line for line in result.outlines if "::" in line]
     assert any("HumanEval" in line for line in kept)
     assert any("HumanEval" not in line for line in kept), kept
+
+
+def test_limited_vendor_run_keeps_both_thinking_modes_of_the_defaults_check(pytester: pytest.Pytester) -> None:
+    # K3's sampling defaults differ with thinking on and off; a quick run must check both.
+    for name in ("conftest.py", "test_request_validation.py"):
+        shutil.copy(REPO / "suites" / name, pytester.path / name)
+    result = pytester.runpytest_subprocess(
+        "--collect-only", "-q", "--k3-limit=1", "--k3-vendor", "-p", "no:cacheprovider"
+    )
+    kept = [line for line in result.outlines if "test_omitted_sampling_parameters_default_to_k3" in line]
+    for thinking in ("thinking", "non-thinking"):
+        assert any(f"-defaults-{thinking}]" in line for line in kept), kept
