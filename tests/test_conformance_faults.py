@@ -17,7 +17,7 @@ from run_files import copy_suites
 
 # profile -> (the check it exists to trip, the layer that check must name)
 TARGETS: dict[str, tuple[str, str]] = {
-    "arguments-cut-at-marker": ("tool_calls/calls_match_expected[plain]", "model"),
+    "arguments-cut-at-marker": ("tool_calls/calls_match_expected[plain]", "parser"),
     "content-before-reasoning": ("reasoning/stream_reasoning_before_content", "parser"),
     "double-finish": ("reasoning/stream_one_finish_frame", "api"),
     "drops-reasoning-history": ("reasoning/multi_turn_with_reasoning_history[plain]", "api"),
