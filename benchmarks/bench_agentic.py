@@ -64,7 +64,7 @@ def main() -> None:
     )
     print(tabulate(rows, headers=["per task", "mean", "min", "max"], floatfmt=".1f"))
     print()
-    print(tabulate(_by_kind(agents), headers=KIND_HEADERS, floatfmt=".0f"))
+    print(tabulate(_by_kind(agents), headers=KIND_HEADERS, disable_numparse=True))
 
 
 KIND_HEADERS = ["kind", "tasks", "turns", "output tokens", "largest context", "solved", "looping", "truncated"]
@@ -78,9 +78,9 @@ def _by_kind(agents: list[dict[str, Any]]) -> list[list[Any]]:
             [
                 kind,
                 len(of_kind),
-                statistics.mean(len(agent["turns"]) for agent in of_kind),
-                statistics.mean(agent["output_tokens"] for agent in of_kind),
-                statistics.mean(agent["largest_context"] for agent in of_kind),
+                f"{statistics.mean(len(agent['turns']) for agent in of_kind):.1f}",
+                f"{statistics.mean(agent['output_tokens'] for agent in of_kind):,.0f}",
+                f"{statistics.mean(agent['largest_context'] for agent in of_kind):,.0f}",
                 *(
                     f"{sum(bool(agent[flag]) for agent in of_kind)}/{len(of_kind)}"
                     for flag in ("solved", "looping", "truncated")
