@@ -1,8 +1,9 @@
 """What one agentic coding task costs on the reference deployment (a simulator): the suite
 run as a child pytest against a profile, then per task from its records: turns (requests),
-sandboxed tool calls, prompt and output tokens, and the suite's wall time per task.
+sandboxed tool calls, prompt and output tokens, and the suite's wall time per task; then
+the means per task kind, with the share solved, looping and stopped by truncation.
 
-    python benchmarks/bench_agentic.py                        # tp8, all 50 tasks
+    python benchmarks/bench_agentic.py                        # tp8, all 60 tasks
     python benchmarks/bench_agentic.py --profile ep32-megamoe --limit 20
 
 The wall time includes pytest's start-up and the reference deployment's; tasks run side by
@@ -18,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from tabulate import tabulate
 
@@ -61,6 +63,31 @@ def main() -> None:
         f"profile {arguments.profile}: {len(agents)} tasks in {seconds:.1f} s, {seconds / len(agents):.2f} s per task"
     )
     print(tabulate(rows, headers=["per task", "mean", "min", "max"], floatfmt=".1f"))
+    print()
+    print(tabulate(_by_kind(agents), headers=KIND_HEADERS, disable_numparse=True))
+
+
+KIND_HEADERS = ["kind", "tasks", "turns", "output tokens", "largest context", "solved", "looping", "truncated"]
+
+
+def _by_kind(agents: list[dict[str, Any]]) -> list[list[Any]]:
+    rows = []
+    for kind in sorted({agent["kind"] for agent in agents}):
+        of_kind = [agent for agent in agents if agent["kind"] == kind]
+        rows.append(
+            [
+                kind,
+                len(of_kind),
+                f"{statistics.mean(len(agent['turns']) for agent in of_kind):.1f}",
+                f"{statistics.mean(agent['output_tokens'] for agent in of_kind):,.0f}",
+                f"{statistics.mean(agent['largest_context'] for agent in of_kind):,.0f}",
+                *(
+                    f"{sum(bool(agent[flag]) for agent in of_kind)}/{len(of_kind)}"
+                    for flag in ("solved", "looping", "truncated")
+                ),
+            ]
+        )
+    return rows
 
 
 if __name__ == "__main__":

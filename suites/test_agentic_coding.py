@@ -1,6 +1,6 @@
 """Long-output agentic coding: the model works on a small Python repository through tools
 (list, read, write and edit files, run the tests, finish) for as many turns as it needs,
-and hidden tests score what it leaves. 50 tasks (`fixtures/agentic_coding/`: bug fixes,
+and hidden tests score what it leaves. 60 tasks (`fixtures/agentic_coding/`: bug fixes,
 features across two files, refactors, whole modules written from their docstrings).
 
 This is where the published K3 regression showed (EP32 with a fused MoE kernel: outputs

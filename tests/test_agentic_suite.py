@@ -113,3 +113,17 @@ def test_without_bubblewrap_the_suite_refuses_unless_opted_in(
     opted = agent_project.runpytest_subprocess(*COMMON, "--k3-limit", "1", "--k3-agent-unisolated")
     opted.assert_outcomes(passed=2)
     opted.stdout.fnmatch_lines(["k3conformance: WARNING agentic_coding tools run WITHOUT filesystem isolation*"])
+
+
+def test_per_task_budgets_come_from_the_ini_file_and_the_command_line_wins(agent_project: pytest.Pytester) -> None:
+    """An operator's knobs: the turn limit and the per-turn budget stop a task where they say."""
+    agent_project.makeini("[pytest]\nk3_agent_turns = 2\n")
+    assert agent_project.runpytest(*COMMON, "--k3-limit", "1").ret == 0
+    (agent,) = task_records(only_run(agent_project.path / "out")).values()
+    assert agent["stop_reason"] == "turn limit" and len(agent["turns"]) == 2 and not agent["solved"]
+    shutil.rmtree(agent_project.path / "out")
+    assert (
+        agent_project.runpytest(*COMMON, "--k3-limit", "1", "--k3-agent-turns", "40", "--k3-max-tokens", "64").ret == 0
+    )
+    (agent,) = task_records(only_run(agent_project.path / "out")).values()
+    assert agent["stop_reason"] == "truncated" and [turn["output_tokens"] for turn in agent["turns"]] == [64]

@@ -3,12 +3,13 @@
 Each family there is one working repository (`repo/`: a package with `core.py` and
 `cli.py`, visible tests in `tests/`), its hidden tests (`hidden/`, never shown to the
 agent; they decide the score) and `family.json`, which says how to break it. From one
-family come tasks of four kinds and graded difficulty:
+family come tasks of four kinds and graded difficulty (per family: seven bug fixes, two
+features, two refactors, one spec):
 
 - `bugfix` (1): one bug put into one function of `core.py` (a find/replace that must match
   exactly once), reported by its symptom, with a visible test that shows it;
 - `feature` (2): a function missing from `core.py` and its command missing from `cli.py`:
-  a change across two files;
+  a change across two files, both written whole;
 - `refactor` (2): functions to move into a new module while `core.py` keeps exporting the
   very same objects, so the existing tests stay green;
 - `spec` (3, 4 for the long module): every function body of `core.py` replaced by
@@ -36,6 +37,7 @@ from typing import Any, Literal
 from k3conformance.datasets.bundled import fixtures_dir
 
 TaskKind = Literal["bugfix", "feature", "refactor", "spec"]
+KINDS: tuple[TaskKind, ...] = ("bugfix", "feature", "refactor", "spec")
 TASKS_DIR = "agentic_coding"
 VISIBLE_TESTS = "tests/test_core.py"
 # Hidden tests are copied here only to score the final state, never during the loop.
@@ -84,19 +86,30 @@ def load_tasks(directory: Path | None = None) -> TaskSet:
         files = _read_tree(family_dir)
         for relative in sorted(files):
             digest.update(f"{family_dir.name}/{relative}\0{files[relative]}\0".encode())
-        families.append(_mixed(_family_tasks(family_dir.name, files)))
-    # Round robin over families, each family's kinds mixed: the first N tasks (--k3-limit)
-    # cover every family and, from N = 10, every kind.
-    ordered = [task for group in itertools.zip_longest(*families) for task in group if task is not None]
-    return TaskSet(f"fixture:{TASKS_DIR}", digest.hexdigest(), tuple(ordered))
+        families.append(_family_tasks(family_dir.name, files))
+    return TaskSet(f"fixture:{TASKS_DIR}", digest.hexdigest(), tuple(_stratified(families)))
 
 
-def _mixed(tasks: list[AgentTask]) -> list[AgentTask]:
-    """Bug fixes alternating with the other kinds: bug, spec, bug, feature, bug, refactor, bugs…"""
-    bugs = [task for task in tasks if task.kind == "bugfix"]
-    others = sorted((task for task in tasks if task.kind != "bugfix"), key=lambda task: -task.difficulty)
-    mixed = [task for pair in itertools.zip_longest(bugs, others) for task in pair if task is not None]
-    return mixed
+def _stratified(families: list[list[AgentTask]]) -> list[AgentTask]:
+    """The order `--k3-limit N` takes the first N of: one task of every kind first (each
+    from another family), then the kinds in proportion to their counts (a smooth weighted
+    round robin), each kind's tasks taken round robin over the families. So any first N
+    holds every kind from N = 4 and about its share of long-output tasks."""
+    queues: dict[TaskKind, list[AgentTask]] = {}
+    for offset, kind in enumerate(KINDS):
+        rotated = families[offset % len(families) :] + families[: offset % len(families)]
+        by_family = [[task for task in family if task.kind == kind] for family in rotated]
+        queues[kind] = [task for group in itertools.zip_longest(*by_family) for task in group if task is not None]
+    weights = {kind: len(queue) for kind, queue in queues.items()}
+    ordered = [queues[kind].pop(0) for kind in KINDS if queues[kind]]
+    credit = dict.fromkeys(KINDS, 0)
+    while any(queues.values()):
+        for kind in KINDS:
+            credit[kind] += weights[kind]
+        kind = max((kind for kind in KINDS if queues[kind]), key=lambda kind: credit[kind])
+        credit[kind] -= sum(weights.values())
+        ordered.append(queues[kind].pop(0))
+    return ordered
 
 
 def _read_tree(directory: Path) -> dict[str, str]:
@@ -142,31 +155,30 @@ def _family_tasks(family: str, files: Mapping[str, str]) -> list[AgentTask]:
         )
         tasks.append(task("bugfix", f"bug-{bug['function'].replace('_', '-')}", statement, start, solution))
 
-    feature = spec["feature"]
-    check = f'self.assertIn("{feature["command"]}", cli.COMMANDS)'
-    solution = {**repo, VISIBLE_TESTS: _with_visible_test(repo[VISIBLE_TESTS], "test_new_command", check)}
-    start = {
-        **solution,
-        core_path: _without_functions(repo[core_path], [feature["function"]]),
-        f"{package}/cli.py": _without_command(repo[f"{package}/cli.py"], feature["command"], family),
-    }
-    tasks.append(task("feature", f"feature-{feature['command']}", feature["statement"], start, solution))
+    for feature in spec["features"]:
+        check = f'self.assertIn("{feature["command"]}", cli.COMMANDS)'
+        solution = {**repo, VISIBLE_TESTS: _with_visible_test(repo[VISIBLE_TESTS], "test_new_command", check)}
+        start = {
+            **solution,
+            core_path: _without_functions(repo[core_path], [feature["function"]]),
+            f"{package}/cli.py": _without_command(repo[f"{package}/cli.py"], feature["command"], family),
+        }
+        tasks.append(task("feature", f"feature-{feature['command']}", feature["statement"], start, solution))
 
-    refactor = spec["refactor"]
-    module, moved = str(refactor["module"]), list(refactor["functions"])
-    same = "\n        ".join(f"self.assertIs(core.{name}, {module}.{name})" for name in moved)
-    moved_check = f"from {package} import {module}\n\n        {same}"
-    start = {**repo, VISIBLE_TESTS: _with_visible_test(repo[VISIBLE_TESTS], "test_moved_functions", moved_check)}
-    solution = {**start, **_moved(repo[core_path], package, module, moved)}
-    names = ", ".join(f"`{name}`" for name in moved)
-    statement = (
-        f"Refactor the {package} package: move the functions {names} out of {core_path} into a new module "
-        f"{package}/{module}.py. {core_path} must import them from there, so that code using "
-        f"{package}.core.NAME keeps working with the very same function objects, and no behaviour may change."
-    )
-    tasks.append(
-        task("refactor", f"refactor-{module}", statement, start, solution, _refactor_test(package, module, moved))
-    )
+    for refactor in spec["refactors"]:
+        module, moved = str(refactor["module"]), list(refactor["functions"])
+        same = "\n        ".join(f"self.assertIs(core.{name}, {module}.{name})" for name in moved)
+        moved_check = f"from {package} import {module}\n\n        {same}"
+        start = {**repo, VISIBLE_TESTS: _with_visible_test(repo[VISIBLE_TESTS], "test_moved_functions", moved_check)}
+        solution = {**start, **_moved(repo[core_path], package, module, moved)}
+        names = ", ".join(f"`{name}`" for name in moved)
+        statement = (
+            f"Refactor the {package} package: move the functions {names} out of {core_path} into a new module "
+            f"{package}/{module}.py. {core_path} must import them from there, so that code using "
+            f"{package}.core.NAME keeps working with the very same function objects, and no behaviour may change."
+        )
+        refactor_test = _refactor_test(package, module, moved)
+        tasks.append(task("refactor", f"refactor-{module}", statement, start, solution, refactor_test))
 
     start = {**repo, core_path: _stubbed(repo[core_path])}
     statement = (
