@@ -21,6 +21,13 @@ from k3conformance.reference.values import Completion
 
 # SGLang's name for the reasoning field (vLLM has used both this and `reasoning`).
 REASONING_FIELD = "reasoning_content"
+# Where a parser's own server puts the reasoning when it is not there: vLLM 0.33.0's chat
+# messages and deltas have a `reasoning` field and no `reasoning_content`.
+_SERVER_REASONING_FIELD = {"vllm": "reasoning"}
+
+
+def reasoning_field(parser: WireParser) -> str:
+    return _SERVER_REASONING_FIELD.get(parser.name, REASONING_FIELD)
 
 
 def raw_output(completion: Completion, faults: frozenset[str]) -> str:
@@ -68,7 +75,7 @@ def completion_object(
     message = {
         "role": "assistant",
         "content": parsed.content if parsed.content or not calls else None,
-        REASONING_FIELD: parsed.reasoning or None,
+        reasoning_field(parser): parsed.reasoning or None,
         "tool_calls": _reported_calls(completion, calls),
     }
     choice = {
@@ -99,7 +106,7 @@ def stream_frames(
     parse_tools: bool,
 ) -> Iterator[str]:
     steps = _parsed_steps(parser, raw_output(completion, faults), parse_tools)
-    frames = _frames(completion, steps, response_id, created, model, include_usage)
+    frames = _frames(completion, steps, response_id, created, model, include_usage, reasoning_field(parser))
     return fault_hooks.on_stream(faults, frames)
 
 
@@ -111,7 +118,13 @@ def _parsed_steps(parser: WireParser, raw: str, parse_tools: bool) -> Iterator[P
 
 
 def _frames(
-    completion: Completion, steps: Iterator[Parsed], response_id: str, created: int, model: str, include_usage: bool
+    completion: Completion,
+    steps: Iterator[Parsed],
+    response_id: str,
+    created: int,
+    model: str,
+    include_usage: bool,
+    reasoning_name: str,
 ) -> Iterator[str]:
     # Long outputs make thousands of frames, so everything constant about a frame is
     # encoded once and each frame only encodes its own text.
@@ -123,7 +136,7 @@ def _frames(
 
     yield frame('{"role":"assistant"}')
     text_tail = '},"logprobs":null,"finish_reason":null}]}\n\n'
-    reasoning_head = f'{choice_head}{{"{REASONING_FIELD}":'
+    reasoning_head = f'{choice_head}{{"{reasoning_name}":'
     content_head = f'{choice_head}{{"content":'
     reasoning: list[str] = []
     content_sent = False
