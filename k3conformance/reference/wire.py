@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from json.encoder import encode_basestring_ascii as encode_json_string
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.parsers import Parsed, ParsedCall, WireParser
@@ -28,6 +28,18 @@ _SERVER_REASONING_FIELD = {"vllm": "reasoning"}
 
 def reasoning_field(parser: WireParser) -> str:
     return _SERVER_REASONING_FIELD.get(parser.name, REASONING_FIELD)
+
+
+@runtime_checkable
+class _ConfiguredPerRequest(Protocol):
+    """A parser that its server builds for each request from the request's thinking switch
+    (vLLM passes chat_template_kwargs to its reasoning parser); the others are built once."""
+
+    def for_request(self, *, thinking: bool) -> WireParser: ...
+
+
+def _request_parser(parser: WireParser, completion: Completion) -> WireParser:
+    return parser.for_request(thinking=completion.thinking) if isinstance(parser, _ConfiguredPerRequest) else parser
 
 
 def raw_output(completion: Completion, faults: frozenset[str]) -> str:
@@ -70,7 +82,7 @@ def completion_object(
     parser: WireParser,
     parse_tools: bool,
 ) -> dict[str, Any]:
-    parsed = parser.parse(raw_output(completion, faults), tools=parse_tools)
+    parsed = _request_parser(parser, completion).parse(raw_output(completion, faults), tools=parse_tools)
     calls = [_tool_call_object(completion, position, call) for position, call in enumerate(parsed.calls)]
     message = {
         "role": "assistant",
@@ -105,7 +117,7 @@ def stream_frames(
     parser: WireParser,
     parse_tools: bool,
 ) -> Iterator[str]:
-    steps = _parsed_steps(parser, raw_output(completion, faults), parse_tools)
+    steps = _parsed_steps(_request_parser(parser, completion), raw_output(completion, faults), parse_tools)
     frames = _frames(completion, steps, response_id, created, model, include_usage, reasoning_field(parser))
     return fault_hooks.on_stream(faults, frames)
 

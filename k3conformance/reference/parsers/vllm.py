@@ -32,6 +32,10 @@ INSTALL_HINT = (
 _SPECIAL_TOKENS = ("<|open|>", "<|close|>", "<|sep|>")
 # The server's model name and the one tool a request with tools declares: the parsers read neither.
 _MODEL = "kimi-k3"
+# The request's one message. The reference does not render K3's chat template, so the prompt the
+# parsers see is this text alone: no think marker, so the output's own markers decide (vLLM's
+# parsers read the prompt only to find whether it left a think block open or closed).
+_PROMPT = "?"
 _TOOLS = [{"type": "function", "function": {"name": "any_tool", "parameters": {"type": "object"}}}]
 
 
@@ -87,9 +91,13 @@ class VLLMParser:
 
     name = "vllm"
 
-    def __init__(self, settings: ParserSettings) -> None:
+    def __init__(self, settings: ParserSettings, *, thinking: bool = True) -> None:
         if settings != ParserSettings(reasoning=settings.reasoning):
             raise ParserUnavailable("only the builtin parser reproduces parser bugs; vLLM's has them or not")
+        self.settings = settings
+        # vLLM's server builds each request's parser with the request's chat_template_kwargs; with
+        # thinking off, K3's reasoning parser passes everything through as content.
+        self.chat_template_kwargs = {"thinking": thinking}
         self.vllm = _vllm()
         self.tokenizer = _k3_tokenizer()
         self.parser_class = self.vllm.manager.get_parser(
@@ -105,17 +113,25 @@ class VLLMParser:
         # Without tools vLLM's request defaults tool_choice to "none", with tools to "auto".
         return self.vllm.request(
             model=_MODEL,
-            messages=[{"role": "user", "content": "?"}],
+            messages=[{"role": "user", "content": _PROMPT}],
             tools=_TOOLS if tools else None,
             stream=stream,
         )
 
+    def _prompt_token_ids(self) -> list[int]:
+        return list(self.tokenizer.encode(_PROMPT, add_special_tokens=False))
+
+    def for_request(self, *, thinking: bool) -> VLLMParser:
+        return self if self.chat_template_kwargs["thinking"] == thinking else _with_thinking(self.settings, thinking)
+
     def _parser(self, request: Any) -> Any:
-        return self.parser_class(self.tokenizer, request.tools)
+        return self.parser_class(self.tokenizer, request.tools, chat_template_kwargs=self.chat_template_kwargs)
 
     def parse(self, raw: str, *, tools: bool) -> Parsed:
         request = self._request(tools, stream=False)
-        reasoning, content, calls = self._parser(request).parse(
+        parser = self._parser(request)
+        parser.set_prompt_token_ids(self._prompt_token_ids())
+        reasoning, content, calls = parser.parse(
             raw,
             request,
             enable_auto_tools=True,
@@ -135,15 +151,21 @@ class VLLMParser:
         processor = self.vllm.stream_processor(
             request, self._parser(request), enable_auto_tools=True, parser_cls=self.parser_class
         )
-        return _VLLMStream(processor, self.tokenizer)
+        return _VLLMStream(processor, self.tokenizer, self._prompt_token_ids())
+
+
+@cache
+def _with_thinking(settings: ParserSettings, thinking: bool) -> VLLMParser:
+    return VLLMParser(settings, thinking=thinking)
 
 
 class _VLLMStream:
     """One `ChatStreamProcessor.step` per chunk of whole tokens, the last one with a finish reason."""
 
-    def __init__(self, processor: Any, tokenizer: Any) -> None:
+    def __init__(self, processor: Any, tokenizer: Any, prompt_token_ids: list[int]) -> None:
         self.processor = processor
         self.tokenizer = tokenizer
+        self.prompt_token_ids = prompt_token_ids  # sent with every chunk, as vLLM's server does
         self.held = ""  # the start of a special token that the next piece completes
         self.calls_sent: dict[int, ParsedCall] = {}
 
@@ -160,7 +182,7 @@ class _VLLMStream:
 
     def _step(self, text: str, finish_reason: str | None) -> Parsed:
         token_ids = self.tokenizer.encode(text, add_special_tokens=False)
-        delta = self.processor.step(text, token_ids, finish_reason, None).delta
+        delta = self.processor.step(text, token_ids, finish_reason, self.prompt_token_ids).delta
         if delta is None:
             return Parsed()
         return Parsed(delta.reasoning or "", delta.content or "", self._calls(delta.tool_calls))
