@@ -12,7 +12,8 @@ shipped, so one is built in memory (`_k3_tokenizer`): byte-level, with K3's `<|o
 splits a special token across chunks, so a streamed piece that ends inside one is held until
 the token is whole; the three-token markers are still split between chunks anywhere.
 
-vLLM imports torch (a CPU-capable build is enough: nothing runs on a GPU) and xgrammar.
+vLLM imports torch and xgrammar. Nothing runs on a GPU, but torch must import: PyPI's Linux
+wheel is a CUDA build that needs its CUDA libraries installed even on a machine without a GPU.
 """
 
 from __future__ import annotations
