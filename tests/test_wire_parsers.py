@@ -10,6 +10,7 @@ import dataclasses
 import importlib
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -256,6 +257,21 @@ def test_with_thinking_off_vllm_builds_the_requests_parser_to_read_everything_as
     quiet = parser.for_request(thinking=False)  # type: ignore[attr-defined]
     assert streamed(quiet, token_pieces(render(NO_THINKING))) == Parsed("", NO_THINKING.content or "")
     assert parser.for_request(thinking=True) is parser  # type: ignore[attr-defined]
+
+
+def test_the_reference_server_gives_calls_the_ids_vllm_gives_them() -> None:
+    # vLLM 0.33.0's K3 tool parser ids its calls chatcmpl-tool-<hex>, whole and streamed (its
+    # functions.NAME:IDX ids for Kimi models are used only for tool_choice required or named).
+    parser = available("vllm")
+    envelope: dict[str, object] = {"response_id": "r", "created": 0, "model": "m", "faults": frozenset()}
+    whole = completion_object(CALLS, parser=parser, parse_tools=True, **envelope)  # type: ignore[arg-type]
+    frames = stream_frames(CALLS, include_usage=False, parser=parser, parse_tools=True, **envelope)  # type: ignore[arg-type]
+    chunks = [json.loads(frame.removeprefix("data: ")) for frame in frames if frame != "data: [DONE]\n\n"]
+    streamed_calls = [call for chunk in chunks for call in chunk["choices"][0]["delta"].get("tool_calls") or ()]
+    for calls in (whole["choices"][0]["message"]["tool_calls"], streamed_calls):
+        ids = [call["id"] for call in calls]
+        assert len(ids) == len(set(ids)) == len(CALLS.tool_calls)
+        assert all(re.fullmatch(r"chatcmpl-tool-[0-9a-f]+", call_id) for call_id in ids), ids
 
 
 def test_the_reference_server_puts_vllms_reasoning_where_vllm_does() -> None:

@@ -58,9 +58,9 @@ def usage_object(completion: Completion, parsed_reasoning: str) -> dict[str, Any
 
 
 def _tool_call_object(completion: Completion, position: int, call: ParsedCall) -> dict[str, Any]:
-    # Ids are the server's, numbered across the conversation; the parser only reads name and arguments.
+    # Ids are the server's: the parser's where it gives one (vLLM's), else numbered across the conversation.
     ids = completion.tool_calls
-    call_id = ids[position].id if position < len(ids) else f"functions.{call.name}:{position}"
+    call_id = call.id or (ids[position].id if position < len(ids) else f"functions.{call.name}:{position}")
     return {"id": call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
 
 

@@ -19,6 +19,8 @@ PARSER_NAMES = ("builtin", "sglang", "vllm")
 class ParsedCall:
     name: str
     arguments: str  # JSON text
+    # The id the parser's server gives the call (vLLM's `chatcmpl-tool-<hex>`); None: the reference numbers it.
+    id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ vLLM 0.33.0 composes `KimiK3ReasoningParser` and `KimiK3ToolParser` into `KimiK3
 (`vllm/parser/parser_manager.py` picks it for `--reasoning-parser kimi_k3 --tool-call-parser
 kimi_k3 --enable-auto-tool-choice`). Its server runs `Parser.parse` and
 `assemble_chat_message_fields` on a whole output, and one `ChatStreamProcessor.step` per
-detokenized chunk when streaming; so does this adapter, with a real `ChatCompletionRequest`.
+detokenized chunk when streaming; so does this adapter, with a real `ChatCompletionRequest`,
+and hands on vLLM's call ids (`chatcmpl-tool-<hex>`).
 
 The parsers match K3's markers as token-id sequences, so they need a tokenizer: K3's is not
 shipped, so one is built in memory (`_k3_tokenizer`): byte-level, with K3's `<|open|>`,
@@ -144,7 +145,7 @@ class VLLMParser:
         return Parsed(
             fields.reasoning or "",
             fields.content or "",
-            tuple(ParsedCall(call.function.name, call.function.arguments) for call in fields.tool_calls),
+            tuple(ParsedCall(call.function.name, call.function.arguments, call.id) for call in fields.tool_calls),
         )
 
     def stream(self, *, tools: bool) -> _VLLMStream:
@@ -196,7 +197,7 @@ class _VLLMStream:
             if delta.index in self.calls_sent or delta.function is None:
                 raise RuntimeError(f"vLLM streamed tool call {delta.index} in pieces: {delta!r}")
             function = delta.function if isinstance(delta.function, dict) else delta.function.model_dump()
-            call = ParsedCall(function.get("name") or "", function.get("arguments") or "")
+            call = ParsedCall(function.get("name") or "", function.get("arguments") or "", delta.id)
             self.calls_sent[delta.index] = call
             calls.append(call)
         return tuple(calls)
