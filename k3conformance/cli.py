@@ -63,8 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--parser",
         choices=PARSER_NAMES,
         default=None,
-        help="The parser that reads the simulated raw K3 output: builtin (ours) or sglang (SGLang's own kimi_k3 "
-        "parsers, the sglang-parsers extra) (default: the profile's, builtin)",
+        help="The parser that reads the simulated raw K3 output: builtin (ours), sglang (SGLang's own kimi_k3 "
+        "parsers, the sglang-parsers extra) or vllm (vLLM's, the vllm-parsers extra) (default: the profile's, builtin)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="Address to bind (default: 127.0.0.1)")
     serve.add_argument("--port", type=_port, default=0, help="Port to bind; 0 picks a free one (default: 0)")
@@ -118,7 +118,7 @@ def _add_parsers(commands: Any) -> None:
         help="Run every available K3 parser over a corpus of raw K3 outputs, without an endpoint",
         description=(
             "The parser matrix: each case of the corpus (raw K3 output and the OpenAI message it should become) "
-            "through every parser that loads here (builtin; sglang with the sglang-parsers extra), whole, in seeded "
+            "through every parser that loads here (builtin; sglang with the sglang-parsers extra; vllm with the vllm-parsers extra), whole, in seeded "
             "streaming steps and one character at a time. ok: as expected; DIFF: a disagreement; known: a "
             "disagreement the corpus records for that parser version; fixed: a recorded one that is gone. "
             "Exit status: 0 when every result is ok or known, 1 otherwise, 2 on bad input."

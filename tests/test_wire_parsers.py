@@ -1,10 +1,17 @@
-"""The wire-format layer: raw K3 output, our parser and SGLang's, whole and streamed."""
+"""The wire-format layer: raw K3 output, our parser, SGLang's and vLLM's, whole and streamed.
+
+vLLM's tests run where vLLM and torch are installed (the `vllm-parsers` extra, see the README)
+and skip elsewhere with the install hint; CI does not install them.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import os
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +24,7 @@ from k3conformance.reference.parsers import Parsed, ParserSettings, ParserUnavai
 from k3conformance.reference.profiles import get_profile
 from k3conformance.reference.raw_output import render, token_pieces
 from k3conformance.reference.values import Completion, ToolCall
+from k3conformance.reference.wire import completion_object, stream_frames
 
 ANSWER = Completion("Let me think <|x about it <", "Paris is <b>big</b> & |x| < 3.", (), "stop", 5, 20, 8)
 CALLS = Completion(
@@ -74,7 +82,25 @@ def available(name: str) -> WireParser:
         pytest.skip(str(error))
 
 
-PARSERS = pytest.mark.parametrize("parser_name", ["builtin", "sglang"])
+PARSERS = pytest.mark.parametrize("parser_name", ["builtin", "sglang", "vllm"])
+# vLLM 0.33.0 streams an output without a think block as reasoning (the whole-output parse reads
+# it right): the corpus's no-think-block case records it too.
+_VLLM_STREAMS_NO_THINKING = pytest.mark.xfail(
+    reason="vLLM 0.33.0 streams an output without a think block as reasoning", strict=True
+)
+
+
+def _stream_params() -> list[object]:
+    return [
+        pytest.param(
+            name,
+            case,
+            id=f"{name}-{case}",
+            marks=[_VLLM_STREAMS_NO_THINKING] if (name, case) == ("vllm", "no-thinking") else [],
+        )
+        for name in ("builtin", "sglang", "vllm")
+        for case in sorted(CASES)
+    ]
 
 
 @PARSERS
@@ -85,8 +111,7 @@ def test_whole_output_parses_back_to_what_the_model_said(parser_name: str, case:
     assert normalised(parser.parse(render(completion), tools=True)) == expected(completion)
 
 
-@PARSERS
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize(("parser_name", "case"), _stream_params())
 def test_a_stream_cut_anywhere_parses_like_the_whole(parser_name: str, case: str) -> None:
     parser = available(parser_name)
     raw = render(CASES[case])
@@ -146,9 +171,128 @@ def test_message_close_leaks_only_in_streams() -> None:
     assert streamed(parser, token_pieces(raw), tools=False).content.endswith("<|close|>message<|sep|>")
 
 
-def test_real_parsers_do_not_pretend_to_have_our_bugs() -> None:
-    with pytest.raises(ParserUnavailable):
-        make_parser("sglang", ParserSettings(typed_arguments=False))
+@pytest.mark.parametrize("parser_name", ["sglang", "vllm"])
+def test_real_parsers_do_not_pretend_to_have_our_bugs(parser_name: str) -> None:
+    with pytest.raises(ParserUnavailable, match="only the builtin parser reproduces parser bugs"):
+        make_parser(parser_name, ParserSettings(typed_arguments=False))
+
+
+# --- vLLM's parsers -----------------------------------------------------------------------
+
+
+def test_without_vllm_the_vllm_parser_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from k3conformance.reference.parsers import vllm as vllm_adapter
+
+    vllm_adapter._vllm.cache_clear()
+    # None in sys.modules is what an import finds when the package is not installed.
+    for module in [name for name in sys.modules if name == "vllm" or name.startswith("vllm.")] or ["vllm"]:
+        monkeypatch.setitem(sys.modules, module, None)
+    try:
+        with pytest.raises(ParserUnavailable, match=r"did not load .*pip install 'k3conformance\[vllm-parsers\]'"):
+            make_parser("vllm")
+    finally:
+        vllm_adapter._vllm.cache_clear()
+
+
+def test_a_piece_ending_inside_a_special_token_is_held_until_the_token_is_whole() -> None:
+    from k3conformance.reference.parsers.vllm import _partial_special_token_length
+
+    assert [_partial_special_token_length(text) for text in ("a<", "a<|", "a<|clo", "a<|sep|", "a<|sep|>")] == [
+        1,
+        2,
+        5,
+        6,
+        0,
+    ]
+    assert _partial_special_token_length("x < 3") == 0 and _partial_special_token_length("a<|b") == 0
+
+
+def test_vllm_runs_its_own_kimi_k3_classes_on_k3_token_ids() -> None:
+    parser = available("vllm")
+    composed = importlib.import_module("vllm.parser.kimi_k3").KimiK3Parser
+    assert issubclass(parser.parser_class, composed)  # type: ignore[attr-defined]
+    assert parser.parser_class.reasoning_parser_cls.__name__ == "KimiK3ReasoningParser"  # type: ignore[attr-defined]
+    assert parser.parser_class.tool_parser_cls.__name__ == "KimiK3ToolParser"  # type: ignore[attr-defined]
+    tokenizer = parser.tokenizer  # type: ignore[attr-defined]
+    open_id, sep_id = (tokenizer.convert_tokens_to_ids(token) for token in ("<|open|>", "<|sep|>"))
+    ids = tokenizer.encode("<|open|>think<|sep|>", add_special_tokens=False)
+    assert ids[0] == open_id and ids[-1] == sep_id and len(ids) == 7  # markers are special tokens, "think" bytes
+    assert tokenizer.decode(tokenizer.encode("a<|b|> é", add_special_tokens=False)) == "a<|b|> é"
+
+
+@pytest.mark.parametrize("tools", [False, True])
+def test_without_its_reasoning_parser_vllm_drops_the_think_block_whole_and_leaks_it_in_streams(tools: bool) -> None:
+    # Ours and SGLang's leave the think block in the content either way. vLLM 0.33.0's K3 tool
+    # parser unwraps the response block of a whole output, so nothing keeps the think block; a
+    # stream passes the think block on as content, markers and all.
+    available("vllm")
+    parser = make_parser("vllm", ParserSettings(reasoning=False))
+    assert parser.parse(render(ANSWER), tools=tools) == Parsed("", ANSWER.content or "")
+    think_block = f"<|open|>think<|sep|>{ANSWER.reasoning}<|close|>think<|sep|>"
+    assert streamed(parser, token_pieces(render(ANSWER)), tools=tools) == Parsed(
+        "", think_block + (ANSWER.content or "")
+    )
+
+
+def test_with_thinking_off_vllm_builds_the_requests_parser_to_read_everything_as_content() -> None:
+    # vLLM's server passes chat_template_kwargs to the parser it builds for each request; the
+    # reference passes the simulator's thinking switch, so a streamed answer without a think block
+    # (the known disagreement with thinking on) is content.
+    parser = available("vllm")
+    off = dataclasses.replace(NO_THINKING, thinking=False)
+    frames = stream_frames(
+        off,
+        response_id="r",
+        created=0,
+        model="m",
+        include_usage=False,
+        faults=frozenset(),
+        parser=parser,
+        parse_tools=True,
+    )
+    chunks = [json.loads(frame.removeprefix("data: ")) for frame in frames if frame != "data: [DONE]\n\n"]
+    deltas = [chunk["choices"][0]["delta"] for chunk in chunks]
+    assert "".join(delta.get("content") or "" for delta in deltas) == NO_THINKING.content
+    assert not any(delta.get("reasoning") for delta in deltas)
+    quiet = parser.for_request(thinking=False)  # type: ignore[attr-defined]
+    assert streamed(quiet, token_pieces(render(NO_THINKING))) == Parsed("", NO_THINKING.content or "")
+    assert parser.for_request(thinking=True) is parser  # type: ignore[attr-defined]
+
+
+def test_the_reference_server_gives_calls_the_ids_vllm_gives_them() -> None:
+    # vLLM 0.33.0's K3 tool parser ids its calls chatcmpl-tool-<hex>, whole and streamed (its
+    # functions.NAME:IDX ids for Kimi models are used only for tool_choice required or named).
+    parser = available("vllm")
+    envelope: dict[str, object] = {"response_id": "r", "created": 0, "model": "m", "faults": frozenset()}
+    whole = completion_object(CALLS, parser=parser, parse_tools=True, **envelope)  # type: ignore[arg-type]
+    frames = stream_frames(CALLS, include_usage=False, parser=parser, parse_tools=True, **envelope)  # type: ignore[arg-type]
+    chunks = [json.loads(frame.removeprefix("data: ")) for frame in frames if frame != "data: [DONE]\n\n"]
+    streamed_calls = [call for chunk in chunks for call in chunk["choices"][0]["delta"].get("tool_calls") or ()]
+    for calls in (whole["choices"][0]["message"]["tool_calls"], streamed_calls):
+        ids = [call["id"] for call in calls]
+        assert len(ids) == len(set(ids)) == len(CALLS.tool_calls)
+        assert all(re.fullmatch(r"chatcmpl-tool-[0-9a-f]+", call_id) for call_id in ids), ids
+
+
+def test_the_reference_server_puts_vllms_reasoning_where_vllm_does() -> None:
+    parser = available("vllm")
+    message = completion_object(
+        ANSWER, response_id="r", created=0, model="m", faults=frozenset(), parser=parser, parse_tools=False
+    )["choices"][0]["message"]
+    assert message["reasoning"] == ANSWER.reasoning and "reasoning_content" not in message
+    frames = "".join(
+        stream_frames(
+            ANSWER,
+            response_id="r",
+            created=0,
+            model="m",
+            include_usage=False,
+            faults=frozenset(),
+            parser=parser,
+            parse_tools=False,
+        )
+    )
+    assert '"reasoning":' in frames and "reasoning_content" not in frames
 
 
 # --- raw-text faults -------------------------------------------------------------------------
@@ -174,6 +318,7 @@ def test_a_profile_names_its_parser() -> None:
     assert get_profile("tp8").parser == "builtin"
     assert (get_profile("tp8+sglang").name, get_profile("tp8+sglang").parser) == ("tp8+sglang", "sglang")
     assert get_profile("tp8+sglang").faults == frozenset()
+    assert (get_profile("tp8+vllm").name, get_profile("tp8+vllm").parser) == ("tp8+vllm", "vllm")
     with pytest.raises(KeyError, match="unknown parser 'vllm2'"):
         get_profile("tp8+vllm2")
 

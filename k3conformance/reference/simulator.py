@@ -259,4 +259,5 @@ def _within_budget(
         prompt_tokens=prompt_tokens(request),
         completion_tokens=reasoning_tokens + answer_tokens,
         reasoning_tokens=reasoning_tokens,
+        thinking=request.thinking,
     )

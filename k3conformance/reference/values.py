@@ -104,6 +104,9 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     reasoning_tokens: int
+    # Whether the request turned thinking on, as the chat template saw it; vLLM builds its
+    # reasoning parser per request from the same switch (reference/parsers/vllm.py).
+    thinking: bool = True
 
 
 # --- the fixture answers the simulator knows --------------------------------------------

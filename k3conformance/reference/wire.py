@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from json.encoder import encode_basestring_ascii as encode_json_string
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.parsers import Parsed, ParsedCall, WireParser
@@ -21,6 +21,25 @@ from k3conformance.reference.values import Completion
 
 # SGLang's name for the reasoning field (vLLM has used both this and `reasoning`).
 REASONING_FIELD = "reasoning_content"
+# Where a parser's own server puts the reasoning when it is not there: vLLM 0.33.0's chat
+# messages and deltas have a `reasoning` field and no `reasoning_content`.
+_SERVER_REASONING_FIELD = {"vllm": "reasoning"}
+
+
+def reasoning_field(parser: WireParser) -> str:
+    return _SERVER_REASONING_FIELD.get(parser.name, REASONING_FIELD)
+
+
+@runtime_checkable
+class _ConfiguredPerRequest(Protocol):
+    """A parser that its server builds for each request from the request's thinking switch
+    (vLLM passes chat_template_kwargs to its reasoning parser); the others are built once."""
+
+    def for_request(self, *, thinking: bool) -> WireParser: ...
+
+
+def _request_parser(parser: WireParser, completion: Completion) -> WireParser:
+    return parser.for_request(thinking=completion.thinking) if isinstance(parser, _ConfiguredPerRequest) else parser
 
 
 def raw_output(completion: Completion, faults: frozenset[str]) -> str:
@@ -39,9 +58,9 @@ def usage_object(completion: Completion, parsed_reasoning: str) -> dict[str, Any
 
 
 def _tool_call_object(completion: Completion, position: int, call: ParsedCall) -> dict[str, Any]:
-    # Ids are the server's, numbered across the conversation; the parser only reads name and arguments.
+    # Ids are the server's: the parser's where it gives one (vLLM's), else numbered across the conversation.
     ids = completion.tool_calls
-    call_id = ids[position].id if position < len(ids) else f"functions.{call.name}:{position}"
+    call_id = call.id or (ids[position].id if position < len(ids) else f"functions.{call.name}:{position}")
     return {"id": call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
 
 
@@ -63,12 +82,12 @@ def completion_object(
     parser: WireParser,
     parse_tools: bool,
 ) -> dict[str, Any]:
-    parsed = parser.parse(raw_output(completion, faults), tools=parse_tools)
+    parsed = _request_parser(parser, completion).parse(raw_output(completion, faults), tools=parse_tools)
     calls = [_tool_call_object(completion, position, call) for position, call in enumerate(parsed.calls)]
     message = {
         "role": "assistant",
         "content": parsed.content if parsed.content or not calls else None,
-        REASONING_FIELD: parsed.reasoning or None,
+        reasoning_field(parser): parsed.reasoning or None,
         "tool_calls": _reported_calls(completion, calls),
     }
     choice = {
@@ -98,8 +117,8 @@ def stream_frames(
     parser: WireParser,
     parse_tools: bool,
 ) -> Iterator[str]:
-    steps = _parsed_steps(parser, raw_output(completion, faults), parse_tools)
-    frames = _frames(completion, steps, response_id, created, model, include_usage)
+    steps = _parsed_steps(_request_parser(parser, completion), raw_output(completion, faults), parse_tools)
+    frames = _frames(completion, steps, response_id, created, model, include_usage, reasoning_field(parser))
     return fault_hooks.on_stream(faults, frames)
 
 
@@ -111,7 +130,13 @@ def _parsed_steps(parser: WireParser, raw: str, parse_tools: bool) -> Iterator[P
 
 
 def _frames(
-    completion: Completion, steps: Iterator[Parsed], response_id: str, created: int, model: str, include_usage: bool
+    completion: Completion,
+    steps: Iterator[Parsed],
+    response_id: str,
+    created: int,
+    model: str,
+    include_usage: bool,
+    reasoning_name: str,
 ) -> Iterator[str]:
     # Long outputs make thousands of frames, so everything constant about a frame is
     # encoded once and each frame only encodes its own text.
@@ -123,7 +148,7 @@ def _frames(
 
     yield frame('{"role":"assistant"}')
     text_tail = '},"logprobs":null,"finish_reason":null}]}\n\n'
-    reasoning_head = f'{choice_head}{{"{REASONING_FIELD}":'
+    reasoning_head = f'{choice_head}{{"{reasoning_name}":'
     content_head = f'{choice_head}{{"content":'
     reasoning: list[str] = []
     content_sent = False

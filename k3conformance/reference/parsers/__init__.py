@@ -1,7 +1,8 @@
 """Parsers that turn K3's raw output into OpenAI message fields, behind one protocol.
 
 `builtin` is ours (pure Python, always there). `sglang` runs SGLang's own `kimi_k3`
-reasoning and tool-call detectors (the `sglang-parsers` extra). The reference deployment
+reasoning and tool-call detectors (the `sglang-parsers` extra), `vllm` vLLM's (the `vllm-parsers`
+extra). The reference deployment
 renders what the model says as raw text (raw_output.py) and lets the profile's parser read
 it, so a parsing fault is a fault of the raw text or of the parser's configuration.
 """
@@ -11,13 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-PARSER_NAMES = ("builtin", "sglang")
+PARSER_NAMES = ("builtin", "sglang", "vllm")
 
 
 @dataclass(frozen=True)
 class ParsedCall:
     name: str
     arguments: str  # JSON text
+    # The id the parser's server gives the call (vLLM's `chatcmpl-tool-<hex>`); None: the reference numbers it.
+    id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -87,4 +90,8 @@ def make_parser(name: str, settings: ParserSettings = ParserSettings()) -> WireP
         from k3conformance.reference.parsers.sglang import SGLangParser
 
         return SGLangParser(settings)
+    if name == "vllm":
+        from k3conformance.reference.parsers.vllm import VLLMParser
+
+        return VLLMParser(settings)
     raise ParserUnavailable(f"unknown parser {name!r}; known parsers: {', '.join(PARSER_NAMES)}")
