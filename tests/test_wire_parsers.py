@@ -13,6 +13,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -234,24 +235,29 @@ def test_without_its_reasoning_parser_vllm_drops_the_think_block_whole_and_leaks
     )
 
 
-def test_with_thinking_off_vllm_builds_the_requests_parser_to_read_everything_as_content() -> None:
-    # vLLM's server passes chat_template_kwargs to the parser it builds for each request; the
-    # reference passes the simulator's thinking switch, so a streamed answer without a think block
-    # (the known disagreement with thinking on) is content.
-    parser = available("vllm")
-    off = dataclasses.replace(NO_THINKING, thinking=False)
+def vllm_stream_deltas(completion: Completion, parser: WireParser, *, parse_tools: bool) -> list[dict[str, Any]]:
+    """The deltas of the reference server's stream of `completion`, read by `parser`."""
     frames = stream_frames(
-        off,
+        completion,
         response_id="r",
         created=0,
         model="m",
         include_usage=False,
         faults=frozenset(),
         parser=parser,
-        parse_tools=True,
+        parse_tools=parse_tools,
     )
     chunks = [json.loads(frame.removeprefix("data: ")) for frame in frames if frame != "data: [DONE]\n\n"]
-    deltas = [chunk["choices"][0]["delta"] for chunk in chunks]
+    return [chunk["choices"][0]["delta"] for chunk in chunks]
+
+
+def test_with_thinking_off_vllm_builds_the_requests_parser_to_read_everything_as_content() -> None:
+    # vLLM's server passes chat_template_kwargs to the parser it builds for each request; the
+    # reference passes the simulator's thinking switch, so a streamed answer without a think block
+    # (the known disagreement with thinking on) is content.
+    parser = available("vllm")
+    off = dataclasses.replace(NO_THINKING, thinking=False)
+    deltas = vllm_stream_deltas(off, parser, parse_tools=True)
     assert "".join(delta.get("content") or "" for delta in deltas) == NO_THINKING.content
     assert not any(delta.get("reasoning") for delta in deltas)
     quiet = parser.for_request(thinking=False)  # type: ignore[attr-defined]
@@ -265,9 +271,8 @@ def test_the_reference_server_gives_calls_the_ids_vllm_gives_them() -> None:
     parser = available("vllm")
     envelope: dict[str, object] = {"response_id": "r", "created": 0, "model": "m", "faults": frozenset()}
     whole = completion_object(CALLS, parser=parser, parse_tools=True, **envelope)  # type: ignore[arg-type]
-    frames = stream_frames(CALLS, include_usage=False, parser=parser, parse_tools=True, **envelope)  # type: ignore[arg-type]
-    chunks = [json.loads(frame.removeprefix("data: ")) for frame in frames if frame != "data: [DONE]\n\n"]
-    streamed_calls = [call for chunk in chunks for call in chunk["choices"][0]["delta"].get("tool_calls") or ()]
+    deltas = vllm_stream_deltas(CALLS, parser, parse_tools=True)
+    streamed_calls = [call for delta in deltas for call in delta.get("tool_calls") or ()]
     for calls in (whole["choices"][0]["message"]["tool_calls"], streamed_calls):
         ids = [call["id"] for call in calls]
         assert len(ids) == len(set(ids)) == len(CALLS.tool_calls)
