@@ -9,6 +9,7 @@ it, so a parsing fault is a fault of the raw text or of the parser's configurati
 
 from __future__ import annotations
 
+import importlib.metadata
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -75,6 +76,14 @@ class WireParser(Protocol):
         ...
 
     def stream(self, *, tools: bool) -> StreamingParse: ...
+
+
+def installed_version(package: str) -> str:
+    """The version a parser reports: that of the package whose code it runs."""
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
 
 
 class ParserUnavailable(RuntimeError):

@@ -10,14 +10,13 @@ modules are absent from it, and `tests/test_wire_parsers.py` checks the real det
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import importlib.util
 import sys
 import types
 from functools import cache
 from typing import Any
 
-from k3conformance.reference.parsers import Parsed, ParsedCall, ParserSettings, ParserUnavailable
+from k3conformance.reference.parsers import Parsed, ParsedCall, ParserSettings, ParserUnavailable, installed_version
 
 INSTALL_HINT = "install the SGLang parsers: pip install 'k3conformance[sglang-parsers]' && pip install --no-deps sglang"
 
@@ -67,13 +66,6 @@ def _detector_classes() -> tuple[Any, Any]:
     return reasoning, tool_calls
 
 
-def sglang_version() -> str:
-    try:
-        return importlib.metadata.version("sglang")
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-
 class SGLangParser:
     """SGLang's detectors as its server builds them for kimi_k3: force_reasoning is left to the
     detector's default (True: the output may begin inside the think block the prompt opened)."""
@@ -85,7 +77,7 @@ class SGLangParser:
             raise ParserUnavailable("only the builtin parser reproduces parser bugs; SGLang's has them or not")
         self.settings = settings
         self.reasoning_class, self.tool_class = _detector_classes()
-        self.version = sglang_version()
+        self.version = installed_version("sglang")
 
     def parse(self, raw: str, *, tools: bool) -> Parsed:
         reasoning, text = "", raw

@@ -20,11 +20,10 @@ wheel is a CUDA build that needs its CUDA libraries installed even on a machine 
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 from functools import cache
 from typing import Any, NamedTuple
 
-from k3conformance.reference.parsers import Parsed, ParsedCall, ParserSettings, ParserUnavailable
+from k3conformance.reference.parsers import Parsed, ParsedCall, ParserSettings, ParserUnavailable, installed_version
 
 INSTALL_HINT = (
     "install vLLM's parsers: pip install 'k3conformance[vllm-parsers]' && pip install --no-deps vllm==0.33.0 "
@@ -80,13 +79,6 @@ def _k3_tokenizer() -> Any:
     return fast
 
 
-def vllm_version() -> str:
-    try:
-        return importlib.metadata.version("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-
 class VLLMParser:
     """`vllm serve --reasoning-parser kimi_k3 --tool-call-parser kimi_k3 --enable-auto-tool-choice`;
     without the reasoning setting, the same server started without `--reasoning-parser`."""
@@ -109,7 +101,7 @@ class VLLMParser:
             model_name=_MODEL,
             tokenizer=self.tokenizer,
         )
-        self.version = vllm_version()
+        self.version = installed_version("vllm")
 
     def _request(self, tools: bool, *, stream: bool) -> Any:
         # Without tools vLLM's request defaults tool_choice to "none", with tools to "auto".
