@@ -131,6 +131,9 @@ def _plan_requests(session: pytest.Session, state: RunState) -> None:
     probes = [probe for probe in map(probe_of, mine) if probe is not None]
     for probe in probes:
         _note_dataset(state, probe)
+    sequential = state.sequential
+    if sequential is not None:
+        runner.admit = lambda probe: sequential.may_send(probe.suite, probe.item)
     runner.plan(probes)
 
 

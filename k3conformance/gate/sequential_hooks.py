@@ -104,8 +104,6 @@ def feed_report(state: RunState, report: pytest.TestReport) -> None:
         entry = run.suites[suite]
         keep = set(entry.selected[: entry.fed])
         cancelled = state.runner.cancel(suite, keep)
-        samples = state.settings.samples
-        requests = sum((probe.samples or samples) * max(1, len(probe.requests)) for probe in cancelled)
         reason = f"sequential gate: {suite} stopped with {stop.verdict} by the {stop.by} after {stop.items} items"
         if state.writer is not None:
             for probe in cancelled:
@@ -118,7 +116,7 @@ def feed_report(state: RunState, report: pytest.TestReport) -> None:
                         "written_at": utc_now(),
                     }
                 )
-        run.note_cancelled(suite, [probe.item for probe in cancelled], requests)
+        run.note_cancelled(suite, [probe.item for probe in cancelled], state.runner.spent)
 
 
 def apply_sequential(result: GateResult, run: SequentialRun) -> None:
