@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from k3conformance.gate.look_chart import look_chart
 from k3conformance.gate.monitors import AccuracyMonitor, RateMonitor
 from k3conformance.gate.plan import ASSUMED_DISCORDANCE, plan_lines, plan_suite, spread_from
 from k3conformance.gate.sequential import (
@@ -203,3 +204,34 @@ def test_a_suite_that_cannot_be_planned_runs_fixed_size() -> None:
     assert run.suites["coding"].order == committed_order(scores, "run-1", "coding")[0]
     assert run.suites["coding"].order != committed_order(scores, "run-2", "coding")[0]
     assert sorted(run.suites["coding"].order) == sorted(scores)
+
+
+def test_the_look_chart_draws_each_look_against_its_bounds() -> None:
+    plan = design(300, 3, margin=0.03, alpha=0.05)
+    same = [ItemTotals(1, float(index % 3 > 0)) for index in range(300)]
+    suite = SequentialSuite(plan, looping_floor=0.02, truncation_floor=0.05)
+    for item in same:
+        if suite.add(item, item, looping=False, truncated=False):
+            break
+    lines = look_chart("math", suite.to_dict())
+    assert lines[0].startswith("math: PASS at look ") and "3 looks planned at 100, 200, 300 items" in lines[0]
+    rows = lines[2:]
+    assert len(rows) == len(suite.looks)
+    for row, look in zip(rows, suite.looks, strict=True):
+        chart = row[row.index("|") : row.rindex("|") + 1]
+        # Left to right: the FAIL bound, zero, then the statistic and the PASS bound in the order of their values.
+        assert chart.index("F") < chart.index("·") < chart.index("*")
+        if look.verdict == PASS:
+            assert "P" not in chart or chart.index("P") <= chart.index("*")
+        else:
+            assert chart.index("*") < chart.index("P")
+        assert row.rstrip().endswith(look.verdict)
+    # A suite stopped by a monitor says so, with the looks it took before.
+    stopped = SequentialSuite(plan, looping_floor=0.02, truncation_floor=0.05)
+    right = ItemTotals(1, 1.0)
+    while not stopped.add(right, right, looping=True, truncated=False):
+        pass
+    assert look_chart("coding", stopped.to_dict()) == [
+        "coding: FAIL by the looping monitor after 4 items, before look 1 "
+        "(3 looks planned at 100, 200, 300 items; no look taken)"
+    ]
