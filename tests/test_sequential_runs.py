@@ -133,3 +133,9 @@ def test_sequential_off_is_a_fixed_size_run(project: pytest.Pytester) -> None:
     assert gate_file(run_dir)["sequential"] is None
     # A conversation's length depends on the deployment (a looping turn ends it): count items.
     assert items_sent(run_dir, LONG) == items_sent(run_of(project, "tp8"), LONG)
+    # Under xdist the looks are not held across workers: the run is fixed-size and says so.
+    result, run_dir = candidate(project, "ep32-megamoe", "-n", "2", "--k3-shape", "xdist")
+    assert result.ret == 1
+    assert "sequential gating runs in a single process only: under xdist the run is fixed-size" in result.stdout.str()
+    assert gate_file(run_dir)["sequential"] is None
+    assert items_sent(run_dir, LONG) == items_sent(run_of(project, "tp8"), LONG)
