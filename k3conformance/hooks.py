@@ -158,7 +158,7 @@ def _run_gate(state: RunState, summary: RunSummary) -> GateResult:
     if state.sequential is not None:
         from k3conformance.gate.sequential_hooks import apply_sequential
 
-        apply_sequential(result, state.sequential)
+        apply_sequential(result, state.sequential.to_summary())
     if state.run_dir.is_dir():
         write_reports(result, state.run_dir, state.baseline.summary, summary)
     return result

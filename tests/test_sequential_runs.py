@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from run_files import copy_suites
 
+from k3conformance.cli import main as cli_main
 from k3conformance.runs.records import iter_records
 from k3conformance.runs.spend import spend_by_suite
 
@@ -56,7 +57,9 @@ def gate_file(run_dir: Path) -> dict[str, Any]:
     return data
 
 
-def test_megamoe_fails_after_a_small_share_of_the_requests(project: pytest.Pytester) -> None:
+def test_megamoe_fails_after_a_small_share_of_the_requests(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     # The fixed-size run of the same candidate: what the sequential run is measured against.
     fixed_result, fixed_dir = candidate(project, "ep32-megamoe", "--k3-sequential=off", "--k3-shape", "fixed")
     assert fixed_result.ret == 1
@@ -107,6 +110,12 @@ def test_megamoe_fails_after_a_small_share_of_the_requests(project: pytest.Pytes
         )
     )
     assert scored[:stopped_at] == order[:stopped_at]
+    # `compare` re-gates the stored sequential run by its stored decisions, to the same verdict.
+    capsys.readouterr()
+    results = str(project.path / "out")
+    assert cli_main(["compare", "tp8", run_dir.parent.name, "--results-dir", results, "--format", "json"]) == 1
+    compared, stored = json.loads(capsys.readouterr().out), gate_file(run_dir)
+    assert compared["verdict"] == stored["verdict"] == "FAIL" and compared["reasons"] == stored["reasons"]
 
 
 def test_an_unchanged_deployment_runs_to_a_pass_or_the_maximum_and_deepep_does_not_fail(

@@ -201,26 +201,31 @@ class SequentialRun:
         return out
 
     def verdict_lines(self) -> list[str]:
-        """One line per suite: where it stopped, what it used of the maximum, what it saved."""
-        lines = []
-        for suite, entry in sorted(self.suites.items()):
-            stop = entry.rule.stop
-            maximum = entry.plan.design.max_items
-            if stop is None:
-                reason = f"blocked at item {entry.blocked_by} (not scored)" if entry.blocked_by else "not finished"
-                lines.append(f"{suite}: no sequential decision ({reason}; {entry.fed} of {maximum} items fed)")
-                continue
-            where = f"look {stop.look} of {len(entry.plan.design.sizes)}" if stop.by == "look" else stop.by
-            saved = (
-                f"; about {entry.requests_saved} requests and {entry.output_tokens_saved} output tokens saved"
-                if entry.requests_saved
-                else ""
-            )
-            lines.append(
-                f"{suite}: sequential {stop.verdict} by the {where} after {stop.items} of {maximum} items "
-                f"({entry.samples_used} samples){saved}"
-            )
-        return lines
+        return verdict_lines(self.to_summary())
+
+
+def verdict_lines(paths: Mapping[str, Any]) -> list[str]:
+    """One line per suite of a run's sequential paths (`to_summary`, as stored in summary.json):
+    where it stopped, what it used of the maximum, what it saved."""
+    lines = []
+    for suite, path in sorted(paths.items()):
+        stop, maximum = path["stop"], path["max_items"]
+        if stop is None:
+            blocked = path["blocked_by"]
+            reason = f"blocked at item {blocked} (not scored)" if blocked else "not finished"
+            lines.append(f"{suite}: no sequential decision ({reason}; {path['items']} of {maximum} items fed)")
+            continue
+        where = f"look {stop['look']} of {len(path['design']['sizes'])}" if stop["by"] == "look" else stop["by"]
+        saved = (
+            f"; about {path['requests_saved']} requests and {path['output_tokens_saved']} output tokens saved"
+            if path["requests_saved"]
+            else ""
+        )
+        lines.append(
+            f"{suite}: sequential {stop['verdict']} by the {where} after {stop['items']} of {maximum} items "
+            f"({path['samples_used']} samples){saved}"
+        )
+    return lines
 
 
 def _plan_on(
