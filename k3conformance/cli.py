@@ -232,6 +232,12 @@ def _compare(arguments: argparse.Namespace) -> int:
         print(f"k3conformance compare: {error}", file=sys.stderr)
         return 2
     result = gate(baseline, candidate, GateSettings.from_options(arguments))
+    sequential = candidate.summary.get("sequential")
+    if sequential:
+        # A run gated sequentially is re-gated by its stored decisions, as the run itself was.
+        from k3conformance.gate.sequential_hooks import apply_sequential
+
+        apply_sequential(result, sequential)
     if arguments.format == "json":
         print(json_report(result))
     elif arguments.format == "markdown":

@@ -131,6 +131,9 @@ def _plan_requests(session: pytest.Session, state: RunState) -> None:
     probes = [probe for probe in map(probe_of, mine) if probe is not None]
     for probe in probes:
         _note_dataset(state, probe)
+    sequential = state.sequential
+    if sequential is not None:
+        runner.admit = lambda probe: sequential.may_send(probe.suite, probe.item)
     runner.plan(probes)
 
 
@@ -155,7 +158,7 @@ def _run_gate(state: RunState, summary: RunSummary) -> GateResult:
     if state.sequential is not None:
         from k3conformance.gate.sequential_hooks import apply_sequential
 
-        apply_sequential(result, state.sequential)
+        apply_sequential(result, state.sequential.to_summary())
     if state.run_dir.is_dir():
         write_reports(result, state.run_dir, state.baseline.summary, summary)
     return result

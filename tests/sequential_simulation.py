@@ -8,10 +8,13 @@ import random
 from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
+from scipy import signal, stats
+
 from k3conformance.gate.plan import plan_suite, spread_from
 from k3conformance.gate.sequential import SequentialDesign
 from k3conformance.gate.sequential_suite import SequentialSuite
-from k3conformance.gate.statistics import ItemTotals
+from k3conformance.gate.statistics import ItemTotals, tango_statistic
 
 MARGIN = 0.03
 ALPHA = 0.05
@@ -72,3 +75,35 @@ def run(
         stopped_by[stop.by] += 1
         items.append(stop.items)
     return verdicts, sum(items) / len(items), stopped_by
+
+
+def exact_crossings(design: SequentialDesign, baseline_only: float, candidate_only: float) -> tuple[float, float]:
+    """(P(FAIL), P(PASS)) of the looks alone (no monitors), computed exactly: the distribution of
+    (baseline-only, candidate-only) counts is carried from look to look, less what crossed."""
+    others = 1 - baseline_only - candidate_only
+    counts = np.ones((1, 1))
+    fail = passed = 0.0
+    previous = 0
+    for look, size in enumerate(design.sizes):
+        new = size - previous
+        previous = size
+        # The new items' counts, cut where less than 1e-16 of the mass lies beyond.
+        most = min(new, int(stats.binom.isf(1e-16, new, baseline_only + candidate_only)) + 1)
+        step = np.zeros((most + 1, most + 1))
+        for b in range(most + 1):
+            c = np.arange(most + 1 - b)
+            outcomes = np.stack([np.full_like(c, b), c, new - b - c], axis=1)
+            step[b, : most + 1 - b] = stats.multinomial.pmf(outcomes, new, [baseline_only, candidate_only, others])
+        counts = signal.fftconvolve(counts, step)
+        counts[counts < 1e-18] = 0.0
+        crossed = np.zeros_like(counts, dtype=bool)
+        for b, c in zip(*np.nonzero(counts), strict=True):
+            z = tango_statistic(int(b), int(c), size, -design.margin)
+            if z <= -design.fail_bounds[look]:
+                fail += counts[b, c]
+                crossed[b, c] = True
+            elif z >= design.pass_bounds[look]:
+                passed += counts[b, c]
+                crossed[b, c] = True
+        counts[crossed] = 0.0
+    return float(fail), float(passed)

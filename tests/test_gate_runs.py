@@ -166,7 +166,7 @@ def test_compare_reaches_the_same_verdict_from_the_stored_runs(
     gate_project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store_baseline(gate_project)
-    # `compare` re-gates stored runs at fixed size: the run it is held to must be fixed-size too.
+    # A fixed-size candidate: `compare` re-gates it at fixed size, as the run did.
     run(gate_project, "reference:ep32-megamoe", "--k3-baseline", "tp8", "--k3-sequential=off")
     results = str(gate_project.path / "out")
     capsys.readouterr()

@@ -6,7 +6,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from sequential_simulation import exact_crossings
 
+from k3conformance.gate.look_chart import look_chart
 from k3conformance.gate.monitors import AccuracyMonitor, RateMonitor
 from k3conformance.gate.plan import ASSUMED_DISCORDANCE, plan_lines, plan_suite, spread_from
 from k3conformance.gate.sequential import (
@@ -16,10 +18,9 @@ from k3conformance.gate.sequential import (
     look_sizes,
     obrien_fleming_spent,
     spending_bounds,
-    tango_statistic,
 )
 from k3conformance.gate.sequential_suite import BY_LOOK, BY_LOOPING, SequentialSuite
-from k3conformance.gate.statistics import FAIL, INCONCLUSIVE, PASS, ItemTotals
+from k3conformance.gate.statistics import FAIL, INCONCLUSIVE, PASS, ItemTotals, tango_statistic
 
 FIVE = [0.2, 0.4, 0.6, 0.8, 1.0]
 
@@ -57,16 +58,30 @@ def test_look_sizes_are_equally_spaced_and_end_at_the_maximum() -> None:
     assert look_sizes(3, 5) == [1, 2, 3]
 
 
-def test_tango_at_margin_zero_is_the_mcnemar_score() -> None:
-    # With m = 0 the constrained estimate is (b + c)/2n: Z = (c - b) / sqrt(b + c).
-    assert tango_statistic(12, 4, 100, 0.0) == pytest.approx((4 - 12) / math.sqrt(16))
-
-
-def test_tango_needs_no_discordance_to_pass_a_clean_record() -> None:
-    # No discordant item among 200: a loss of 3 points would have shown some, Z = sqrt(n m / (1 - m)).
-    assert tango_statistic(0, 0, 200, 0.03) == pytest.approx(math.sqrt(200 * 0.03 / 0.97))
+def test_looks_use_the_fixed_size_gates_tango_statistic() -> None:
+    # One statistic for both gates, with its quarter of an item of continuity correction. With m = 0
+    # the constrained estimate is (b + c)/2n: Z = (c - b + 1/4) / sqrt(b + c).
+    assert tango_statistic(12, 4, 100, 0.0) == pytest.approx((4 - 12 + 0.25) / math.sqrt(16))
+    # No discordant item among 200: a loss of 3 points would have shown some, Z = (n m - 1/4) / sqrt(n m (1 - m)).
+    assert tango_statistic(0, 0, 200, -0.03) == pytest.approx((200 * 0.03 - 0.25) / math.sqrt(200 * 0.03 * 0.97))
     # Many baseline-only items: strongly negative.
-    assert tango_statistic(40, 2, 200, 0.03) < -3
+    assert tango_statistic(40, 2, 200, -0.03) < -3
+    plan = design(200, 1, margin=0.03, alpha=0.05)
+    right, wrong = ItemTotals(1, 1.0), ItemTotals(1, 0.0)
+    look = evaluate_look(plan, 0, [right] * 12 + [wrong] * 188, [wrong] * 12 + [right] * 4 + [wrong] * 184)
+    assert look.statistic == tango_statistic(12, 4, 200, -0.03)
+
+
+@pytest.mark.parametrize(("baseline_only", "candidate_only"), [(0.03, 0.0), (0.09, 0.06)])
+def test_the_looks_hold_their_error_rates_at_the_margin_exactly_when_capped(
+    baseline_only: float, candidate_only: float
+) -> None:
+    # Capped at 600 items, where simulation put FAIL at the margin at 6.4% (3% discordant, before the
+    # continuity correction): the looks' exact crossing probabilities, without the monitors.
+    plan = design(600, 5, margin=0.03, alpha=0.05, fail_alpha=0.045)
+    fail, passed = exact_crossings(plan, baseline_only, candidate_only)
+    # The lattice of few discordant items leaves FAIL a little over its 4.5% share, under the whole 5%.
+    assert fail <= 0.049 and passed <= 0.05
 
 
 def test_a_look_decides_on_the_first_items_of_the_order_only() -> None:
@@ -203,3 +218,34 @@ def test_a_suite_that_cannot_be_planned_runs_fixed_size() -> None:
     assert run.suites["coding"].order == committed_order(scores, "run-1", "coding")[0]
     assert run.suites["coding"].order != committed_order(scores, "run-2", "coding")[0]
     assert sorted(run.suites["coding"].order) == sorted(scores)
+
+
+def test_the_look_chart_draws_each_look_against_its_bounds() -> None:
+    plan = design(300, 3, margin=0.03, alpha=0.05)
+    same = [ItemTotals(1, float(index % 3 > 0)) for index in range(300)]
+    suite = SequentialSuite(plan, looping_floor=0.02, truncation_floor=0.05)
+    for item in same:
+        if suite.add(item, item, looping=False, truncated=False):
+            break
+    lines = look_chart("math", suite.to_dict())
+    assert lines[0].startswith("math: PASS at look ") and "3 looks planned at 100, 200, 300 items" in lines[0]
+    rows = lines[2:]
+    assert len(rows) == len(suite.looks)
+    for row, look in zip(rows, suite.looks, strict=True):
+        chart = row[row.index("|") : row.rindex("|") + 1]
+        # Left to right: the FAIL bound, zero, then the statistic and the PASS bound in the order of their values.
+        assert chart.index("F") < chart.index("·") < chart.index("*")
+        if look.verdict == PASS:
+            assert "P" not in chart or chart.index("P") <= chart.index("*")
+        else:
+            assert chart.index("*") < chart.index("P")
+        assert row.rstrip().endswith(look.verdict)
+    # A suite stopped by a monitor says so, with the looks it took before.
+    stopped = SequentialSuite(plan, looping_floor=0.02, truncation_floor=0.05)
+    right = ItemTotals(1, 1.0)
+    while not stopped.add(right, right, looping=True, truncated=False):
+        pass
+    assert look_chart("coding", stopped.to_dict()) == [
+        "coding: FAIL by the looping monitor after 4 items, before look 1 "
+        "(3 looks planned at 100, 200, 300 items; no look taken)"
+    ]

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 from run_files import copy_suites
 
+from k3conformance.cli import main as cli_main
 from k3conformance.runs.records import iter_records
+from k3conformance.runs.spend import spend_by_suite
 
 # The long-output suite the gate requires on a changed deployment, and math, which stays fine.
 LONG = "agentic_coding"
@@ -46,10 +48,6 @@ def run_of(project: pytest.Pytester, shape: str) -> Path:
     return run_dir
 
 
-def responses(run_dir: Path, suite: str) -> int:
-    return sum(1 for record in iter_records(run_dir, "response") if record["suite"] == suite)
-
-
 def items_sent(run_dir: Path, suite: str) -> int:
     return len({record["item"] for record in iter_records(run_dir, "response") if record["suite"] == suite})
 
@@ -59,8 +57,13 @@ def gate_file(run_dir: Path) -> dict[str, Any]:
     return data
 
 
-def test_megamoe_fails_after_a_small_share_of_the_requests(project: pytest.Pytester) -> None:
-    baseline_requests = responses(run_of(project, "tp8"), LONG)
+def test_megamoe_fails_after_a_small_share_of_the_requests(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The fixed-size run of the same candidate: what the sequential run is measured against.
+    fixed_result, fixed_dir = candidate(project, "ep32-megamoe", "--k3-sequential=off", "--k3-shape", "fixed")
+    assert fixed_result.ret == 1
+    fixed = spend_by_suite(fixed_dir)[LONG]
     result, run_dir = candidate(project, "ep32-megamoe", "--k3-concurrency", "4")
     assert result.ret == 1
     output = result.stdout.str()
@@ -68,22 +71,35 @@ def test_megamoe_fails_after_a_small_share_of_the_requests(project: pytest.Pytes
     assert "k3conformance: sequential plan against the baseline tp8/" in output
     long = gate_file(run_dir)["sequential"][LONG]
     assert long["stop"]["verdict"] == "FAIL" and long["stopped_early"]
-    sent = responses(run_dir, LONG)
-    share = sent / baseline_requests
+    stopped_at = long["stop"]["items"]
+    sent = spend_by_suite(run_dir)[LONG]
     print(
-        f"MegaMoE: FAIL by the {long['stop']['by']} after {long['stop']['items']} items; {sent} of the fixed-size run's {baseline_requests} {LONG} requests ({share:.1%})"
+        f"MegaMoE: FAIL by the {long['stop']['by']} after {stopped_at} items; {sent.requests} of the fixed-size "
+        f"run's {fixed.requests} {LONG} requests ({sent.requests / fixed.requests:.1%}), {sent.output_tokens} of "
+        f"its {fixed.output_tokens} output tokens"
     )
-    # The issue asks for at most a quarter of the fixed-size run's requests. Against the simulator,
-    # which answers in milliseconds, the prefetch window sends most conversations before the
-    # monitor decides, so only "fewer than a fixed-size run" holds here (see the README).
-    assert share < 1.0
-    cancelled = [record for record in iter_records(run_dir, "cancelled") if record["suite"] == LONG]
-    assert len(cancelled) == long["requests_saved"] > 0
-    assert all(f"sequential gate: {LONG} stopped with FAIL" in record["reason"] for record in cancelled)
-    assert f"{LONG}: sequential FAIL by the {long['stop']['by']} after {long['stop']['items']} of" in output
-    # The committed order is in the summary, and the items the rule used are its first ones.
+    # Requests run ahead of the tests only up to the next look: nothing past the look at or after
+    # the stop was sent, so the run spent at most what a fixed-size run spends on those items.
     summary = json.loads((run_dir / "summary.json").read_text())
     order = summary["sequential"][LONG]["order"]
+    reach = next(size for size in long["design"]["sizes"] if size >= stopped_at)
+    assert {record["item"] for record in iter_records(run_dir, "response") if record["suite"] == LONG} <= set(
+        order[:reach]
+    )
+    reached = set(order[:reach])
+    fixed_on_reach = sum(1 for r in iter_records(fixed_dir, "response") if r["suite"] == LONG and r["item"] in reached)
+    assert sent.requests <= fixed_on_reach < fixed.requests
+    assert sent.output_tokens < fixed.output_tokens
+    cancelled = [record for record in iter_records(run_dir, "cancelled") if record["suite"] == LONG]
+    # Those not sent are cancelled; so are those in flight at the stop (one that had finished is not).
+    assert set(order[reach : long["max_items"]]) <= {record["item"] for record in cancelled} <= set(order[stopped_at:])
+    assert all(f"sequential gate: {LONG} stopped with FAIL" in record["reason"] for record in cancelled)
+    # The estimate in the verdict is of the same order as what was measured (it is not a count).
+    assert long["requests_saved"] > 0
+    assert f"{LONG}: sequential FAIL by the {long['stop']['by']} after {stopped_at} of" in output
+    # The per-look chart: the looks taken before the stop, against their bounds.
+    assert f"{LONG}: FAIL by the {long['stop']['by']} after {stopped_at} items" in output
+    # The committed order is in the summary, and the items the rule used are its first ones.
     assert summary["sequential"][LONG]["order_seed"] == long["order_seed"]
     # Each item has several tests (its score, its in-loop conformance): the order is of items.
     scored = list(
@@ -93,7 +109,13 @@ def test_megamoe_fails_after_a_small_share_of_the_requests(project: pytest.Pytes
             if record["suite"] == LONG and record["outcome"] != "skipped"
         )
     )
-    assert scored[: long["stop"]["items"]] == order[: long["stop"]["items"]]
+    assert scored[:stopped_at] == order[:stopped_at]
+    # `compare` re-gates the stored sequential run by its stored decisions, to the same verdict.
+    capsys.readouterr()
+    results = str(project.path / "out")
+    assert cli_main(["compare", "tp8", run_dir.parent.name, "--results-dir", results, "--format", "json"]) == 1
+    compared, stored = json.loads(capsys.readouterr().out), gate_file(run_dir)
+    assert compared["verdict"] == stored["verdict"] == "FAIL" and compared["reasons"] == stored["reasons"]
 
 
 def test_an_unchanged_deployment_runs_to_a_pass_or_the_maximum_and_deepep_does_not_fail(
@@ -106,7 +128,7 @@ def test_an_unchanged_deployment_runs_to_a_pass_or_the_maximum_and_deepep_does_n
         stop = path["stop"]
         assert stop["verdict"] == "PASS" or stop["by"] == "maximum reached", (suite, stop)
         assert stop["verdict"] != "FAIL"
-    assert responses(run_dir, LONG) <= responses(baseline, LONG)
+    assert spend_by_suite(run_dir)[LONG].requests <= spend_by_suite(baseline)[LONG].requests
     result, run_dir = candidate(project, "ep32-deepep")
     gate = gate_file(run_dir)
     assert gate["verdict"] != "FAIL", gate["reasons"]
@@ -119,4 +141,10 @@ def test_sequential_off_is_a_fixed_size_run(project: pytest.Pytester) -> None:
     assert "k3conformance: --k3-sequential=off: a fixed-size run" in result.stdout.str()
     assert gate_file(run_dir)["sequential"] is None
     # A conversation's length depends on the deployment (a looping turn ends it): count items.
+    assert items_sent(run_dir, LONG) == items_sent(run_of(project, "tp8"), LONG)
+    # Under xdist the looks are not held across workers: the run is fixed-size and says so.
+    result, run_dir = candidate(project, "ep32-megamoe", "-n", "2", "--k3-shape", "xdist")
+    assert result.ret == 1
+    assert "sequential gating runs in a single process only: under xdist the run is fixed-size" in result.stdout.str()
+    assert gate_file(run_dir)["sequential"] is None
     assert items_sent(run_dir, LONG) == items_sent(run_of(project, "tp8"), LONG)

@@ -141,8 +141,9 @@ class GateResult:
     regressions: list[CheckRegression] = field(default_factory=list)
     shape: ShapeFinding | None = None
     notes: list[str] = field(default_factory=list)
-    # Why the verdict is what it is, worst first.
+    # Why the verdict is what it is, worst first (`findings` as text).
     reasons: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     verdict: GateVerdict = PASS
     # Where the baseline came from and why it was taken.
     baseline_origin: str = ""
@@ -177,7 +178,32 @@ class GateResult:
         }
 
 
-Finding = tuple[str, str]
+# What a finding is about: a later rule that decides a suite (the sequential gate) replaces the
+# findings of that suite it has superseded by this, not by reading their text.
+ABOUT_COVERAGE = "coverage"
+ABOUT_ACCURACY = "accuracy"
+ABOUT_RATE = "rate"
+ABOUT_RUN = "run"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason for the verdict."""
+
+    verdict: str
+    text: str
+    suite: str | None = None
+    about: str = ABOUT_RUN
+
+    def __str__(self) -> str:
+        return f"{self.verdict}: {self.text}"
+
+
+def settle(result: GateResult, findings: list[Finding]) -> None:
+    """The verdict is the worst finding's; the reasons list them, worst first."""
+    result.findings = sorted(findings, key=lambda finding: -_SEVERITY[finding.verdict])
+    result.reasons = [str(finding) for finding in result.findings]
+    result.verdict = result.findings[0].verdict if result.findings else PASS  # type: ignore[assignment]
 
 
 def gate(baseline: StoredRun, candidate: StoredRun, settings: GateSettings) -> GateResult:
@@ -191,7 +217,7 @@ def gate(baseline: StoredRun, candidate: StoredRun, settings: GateSettings) -> G
             result.notes.append(f"{suite}: not in the baseline; not compared")
         elif suite not in cand_suites:
             findings.append(
-                (INCOMPLETE, f"{suite}: scored on the baseline but not on the candidate: run the {suite} suite")
+                Finding(INCOMPLETE, f"{suite}: scored on the baseline but not on the candidate: run the {suite} suite")
             )
         else:
             _compare_suite(baseline, candidate, suite, settings, result, findings)
@@ -200,12 +226,12 @@ def gate(baseline: StoredRun, candidate: StoredRun, settings: GateSettings) -> G
     result.regressions = _check_regressions(baseline, candidate)
     for regression in result.regressions:
         findings.append(
-            (FAIL, f"{regression.suite}/{regression.check} passes on the baseline and fails on the candidate")
+            Finding(FAIL, f"{regression.suite}/{regression.check} passes on the baseline and fails on the candidate")
         )
     result.shape = _shape_finding(baseline, candidate)
     for suite in result.shape.missing_in_baseline:
         findings.append(
-            (
+            Finding(
                 INCOMPLETE,
                 f"the deployment differs from the baseline's, and the baseline has no {suite} suite: store a "
                 f"baseline that ran it (--k3-save-baseline)",
@@ -213,25 +239,25 @@ def gate(baseline: StoredRun, candidate: StoredRun, settings: GateSettings) -> G
         )
     for suite in result.shape.missing_suites:
         findings.append(
-            (
+            Finding(
                 INCOMPLETE,
                 f"the deployment differs from the baseline's, and the {suite} suite did not run on the candidate",
             )
         )
     if candidate.summary["status"] != STATUS_COMPLETE:
         findings.append(
-            (INCOMPLETE, f"the candidate run is {candidate.summary['status']}: rerun with --k3-resume to finish it")
+            Finding(
+                INCOMPLETE, f"the candidate run is {candidate.summary['status']}: rerun with --k3-resume to finish it"
+            )
         )
     if not result.accuracy and not _conformance_suites(baseline, candidate):
-        findings.append((INCOMPLETE, "the runs share no suite: nothing was compared"))
+        findings.append(Finding(INCOMPLETE, "the runs share no suite: nothing was compared"))
     if baseline.summary.get("simulator") != candidate.summary.get("simulator"):
         result.notes.append(
             "one run is against the reference deployment (a simulator) and the other is not: the comparison "
             "says nothing about either deployment"
         )
-    findings.sort(key=lambda finding: -_SEVERITY[finding[0]])
-    result.reasons = [f"{verdict}: {reason}" for verdict, reason in findings]
-    result.verdict = findings[0][0] if findings else PASS  # type: ignore[assignment]
+    settle(result, findings)
     return result
 
 
@@ -256,11 +282,13 @@ def _compare_suite(
     missing = coverage.absent + coverage.unscored
     if missing and coverage.share < settings.min_coverage:
         findings.append(
-            (
+            Finding(
                 INCOMPLETE,
                 f"{suite}: the candidate scored {coverage.compared} of the baseline's {coverage.baseline_items} items "
                 f"({coverage.absent} absent, {coverage.unscored} with no sample), under the "
                 f"{settings.min_coverage:.0%} required (--k3-min-coverage): run them, or resume the run",
+                suite,
+                ABOUT_COVERAGE,
             )
         )
     elif missing:
@@ -278,7 +306,7 @@ def _compare_suite(
         alpha=settings.alpha,
     )
     if comparison is None:
-        findings.append((INCOMPLETE, f"{suite}: the runs share no scored item"))
+        findings.append(Finding(INCOMPLETE, f"{suite}: the runs share no scored item", suite))
         return
     result.accuracy[suite] = comparison
     for name, event in RATE_EVENTS.items():
@@ -317,16 +345,22 @@ def _accuracy_finding(suite: str, comparison: ScoreComparison) -> Finding | None
     change = _points(comparison.difference)
     if comparison.verdict == FAIL:
         margin = _points(comparison.margin, sign=False)
-        return FAIL, (
+        return Finding(
+            FAIL,
             f"{suite}: accuracy {change} beyond the {margin} margin (p = {comparison.p_value:.2g}, "
-            f"Holm-adjusted {comparison.adjusted_p_value:.2g})"
+            f"Holm-adjusted {comparison.adjusted_p_value:.2g})",
+            suite,
+            ABOUT_ACCURACY,
         )
     if comparison.verdict == INCONCLUSIVE:
         interval = f"[{_points(comparison.lower)}, {_points(comparison.upper)}]"
         detectable = _points(comparison.min_detectable_drop, sign=False)
-        return INCONCLUSIVE, (
+        return Finding(
+            INCONCLUSIVE,
             f"{suite}: accuracy {change} {interval}; drops under {detectable} cannot be detected with "
-            f"{comparison.items} items; {comparison.to_decide}"
+            f"{comparison.items} items; {comparison.to_decide}",
+            suite,
+            ABOUT_ACCURACY,
         )
     return None
 
@@ -334,13 +368,16 @@ def _accuracy_finding(suite: str, comparison: ScoreComparison) -> Finding | None
 def _rate_finding(suite: str, rate: RateComparison) -> Finding | None:
     change = f"{suite}: {rate.name} rate {rate.baseline_rate:.1%} → {rate.candidate_rate:.1%}"
     if rate.verdict == FAIL:
-        return FAIL, f"{change} (p = {rate.p_value:.2g}, Holm-adjusted {rate.adjusted_p_value:.2g})"
+        text = f"{change} (p = {rate.p_value:.2g}, Holm-adjusted {rate.adjusted_p_value:.2g})"
+        return Finding(FAIL, text, suite, ABOUT_RATE)
     if rate.verdict == INCONCLUSIVE:
-        return (
+        return Finding(
             INCONCLUSIVE,
             f"{change}, above the {rate.floor:.0%} floor and not shown to be higher (adjusted p = "
             f"{rate.adjusted_p_value:.2g}), and up to {rate.upper:.1%} cannot be ruled out "
             f"(floor + margin {rate.floor + rate.margin:.0%})",
+            suite,
+            ABOUT_RATE,
         )
     return None
 

@@ -12,6 +12,7 @@ from tabulate import tabulate
 
 from k3conformance.formatting import percent
 from k3conformance.gate.decision import GateResult
+from k3conformance.gate.look_chart import look_charts
 from k3conformance.gate.statistics import FAIL, INCONCLUSIVE, ScoreComparison
 from k3conformance.runs.records import write_json_atomic
 
@@ -112,6 +113,11 @@ def _sections(result: GateResult, table_format: str) -> list[tuple[str, list[str
             lines.append(f"- so the policy requires the {' and '.join(shape.required_suites)} suites on the candidate")
         lines += [f"- contradiction: {line}" for line in shape.contradictions]
         blocks.append(("Deployment shape", lines))
+    charts = look_charts(result.sequential)
+    if charts:
+        # Fixed-width rows: Markdown shows them in a code block.
+        chart = ["```text", *charts, "```"] if table_format == "github" else charts
+        blocks.append(("Sequential looks (* the statistic, F the FAIL bound, P the PASS bound, · zero)", chart))
     if result.notes:
         blocks.append(("Notes", [f"- {note}" for note in result.notes]))
     return blocks

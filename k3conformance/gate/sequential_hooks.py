@@ -4,12 +4,13 @@ why), and putting the sequential verdicts into the gate's result. hooks.py calls
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from k3conformance.gate.plan import a_a_partner
-from k3conformance.gate.sequential_run import SequentialRun
+from k3conformance.gate.sequential_run import SequentialRun, verdict_lines
 from k3conformance.gate.sequential_suite import BY_MAXIMUM
 from k3conformance.outcomes import USER_PROPERTY
 from k3conformance.probes.probe import probe_of
@@ -18,8 +19,6 @@ from k3conformance.runs.records import utc_now
 if TYPE_CHECKING:
     from k3conformance.gate.decision import GateResult
     from k3conformance.session import RunState
-
-_SEVERITY = {"PASS": 0, "INCONCLUSIVE": 1, "INCOMPLETE": 2, "FAIL": 3}
 
 
 def order_for_sequential_gate(config: pytest.Config, items: list[pytest.Item], state: RunState) -> SequentialRun | None:
@@ -104,8 +103,6 @@ def feed_report(state: RunState, report: pytest.TestReport) -> None:
         entry = run.suites[suite]
         keep = set(entry.selected[: entry.fed])
         cancelled = state.runner.cancel(suite, keep)
-        samples = state.settings.samples
-        requests = sum((probe.samples or samples) * max(1, len(probe.requests)) for probe in cancelled)
         reason = f"sequential gate: {suite} stopped with {stop.verdict} by the {stop.by} after {stop.items} items"
         if state.writer is not None:
             for probe in cancelled:
@@ -118,35 +115,34 @@ def feed_report(state: RunState, report: pytest.TestReport) -> None:
                         "written_at": utc_now(),
                     }
                 )
-        run.note_cancelled(suite, [probe.item for probe in cancelled], requests)
+        run.note_cancelled(suite, [probe.item for probe in cancelled], state.runner.spent)
 
 
-def apply_sequential(result: GateResult, run: SequentialRun) -> None:
-    """The sequential verdicts take the place of the fixed-size accuracy verdicts of the suites they decided."""
-    summary = run.to_summary()
-    result.sequential = summary
-    findings: list[tuple[str, str]] = []
-    for reason in result.reasons:
-        verdict, _, text = reason.partition(": ")
-        findings.append((verdict, text))
-    for suite, entry in run.suites.items():
-        stop = entry.rule.stop
+def apply_sequential(result: GateResult, paths: Mapping[str, Any]) -> None:
+    """The sequential verdicts take the place of the fixed-size accuracy verdicts of the suites they
+    decided. `paths` is the run's sequential block (`SequentialRun.to_summary`, kept in summary.json),
+    so `k3conformance compare` re-gates a stored sequential run as the run itself did."""
+    from k3conformance.gate.decision import ABOUT_ACCURACY, ABOUT_COVERAGE, Finding, settle
+    from k3conformance.gate.statistics import PASS
+
+    result.sequential = dict(paths)
+    findings = list(result.findings)
+    for suite, path in paths.items():
+        stop = path["stop"]
+        superseded = set()
         if stop is not None:
             # A suite the sequential rule decided ran the items its plan asked for, in the committed
             # order: the baseline's other items are not missing evidence. An undecided suite (the run
             # was stopped before a decision) keeps its coverage finding: that evidence is missing.
-            findings = [(v, text) for v, text in findings if not text.startswith(f"{suite}: the candidate scored ")]
-        if stop is None or stop.by == BY_MAXIMUM:
-            # Not decided early: the fixed-size comparison of the same items stands.
-            continue
-        # The fixed-size comparison of a suite stopped early sees only the items it ran: the
-        # sequential rule, whose error rates hold at its looks, is the one that decides it.
-        findings = [(v, text) for v, text in findings if not text.startswith(f"{suite}: accuracy")]
-        if stop.verdict != "PASS":
-            findings.append(
-                (stop.verdict, f"{suite}: sequential {stop.verdict} by the {stop.by} after {stop.items} items")
-            )
-    result.notes += run.verdict_lines()
-    findings.sort(key=lambda finding: -_SEVERITY.get(finding[0], 0))
-    result.reasons = [f"{verdict}: {text}" for verdict, text in findings]
-    result.verdict = findings[0][0] if findings else "PASS"  # type: ignore[assignment]
+            superseded.add(ABOUT_COVERAGE)
+        if stop is not None and stop["by"] != BY_MAXIMUM:
+            # The fixed-size comparison of a suite stopped early sees only the items it ran: the
+            # sequential rule, whose error rates hold at its looks, is the one that decides it. A
+            # suite that reached its maximum keeps the fixed-size comparison of the same items.
+            superseded.add(ABOUT_ACCURACY)
+        findings = [f for f in findings if f.suite != suite or f.about not in superseded]
+        if ABOUT_ACCURACY in superseded and stop is not None and stop["verdict"] != PASS:
+            text = f"{suite}: sequential {stop['verdict']} by the {stop['by']} after {stop['items']} items"
+            findings.append(Finding(stop["verdict"], text, suite, ABOUT_ACCURACY))
+    result.notes += verdict_lines(paths)
+    settle(result, findings)

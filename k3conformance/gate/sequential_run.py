@@ -26,6 +26,7 @@ from typing import Any
 from k3conformance.gate.plan import PlanOptions, SuitePlan, plan_suite, spread_from
 from k3conformance.gate.sequential_suite import SequentialSuite, Stop
 from k3conformance.gate.statistics import ItemTotals
+from k3conformance.runs.spend import Spend
 from k3conformance.runs.stored import StoredRun
 
 
@@ -45,7 +46,7 @@ class SuiteRun:
     rule: SequentialSuite
     # Tests still to report per item; an item is scored when its count reaches 0.
     pending: dict[str, int] = field(default_factory=dict)
-    scored: dict[str, tuple[ItemTotals, bool, bool, int]] = field(default_factory=dict)
+    scored: dict[str, tuple[ItemTotals, bool, bool]] = field(default_factory=dict)
     fed: int = 0
     blocked_by: str | None = None
     # Filled when the suite stops early: what was not sent because of it.
@@ -56,6 +57,15 @@ class SuiteRun:
     @property
     def selected(self) -> list[str]:
         return self.order[: self.plan.design.max_items]
+
+    @property
+    def send_ahead_to(self) -> int:
+        """How far into the order requests may run ahead of the tests: to the next look's last
+        item. Every item before it serves the next decision (the monitors' after each item, the
+        look's at its end); one past it is wasted whenever that decision stops the suite."""
+        if self.rule.stop is not None:
+            return self.fed
+        return self.plan.design.sizes[len(self.rule.looks)]
 
     @property
     def samples_used(self) -> int:
@@ -109,6 +119,12 @@ class SequentialRun:
         rank = self.rank(suite, item)
         return entry is not None and rank is not None and rank >= entry.plan.design.max_items
 
+    def may_send(self, suite: str, item: str) -> bool:
+        """Whether the runner may send this item's requests ahead of its tests now."""
+        entry = self.suites.get(suite)
+        rank = self.rank(suite, item)
+        return entry is None or rank is None or rank < entry.send_ahead_to
+
     def expect_tests(self, suite: str, item: str) -> None:
         entry = self.suites.get(suite)
         if entry is not None and item in entry.order:
@@ -132,7 +148,7 @@ class SequentialRun:
             entry.blocked_by = entry.blocked_by or item
         else:
             totals = ItemTotals(int(score.samples), float(score.correct))
-            entry.scored[item] = (totals, score.looping > 0, score.truncated > 0, int(score.output_tokens))
+            entry.scored[item] = (totals, score.looping > 0, score.truncated > 0)
         return self._feed(entry)
 
     def _feed(self, entry: SuiteRun) -> Stop | None:
@@ -141,20 +157,29 @@ class SequentialRun:
             item = entry.selected[entry.fed]
             if item not in entry.scored:
                 return None
-            totals, looping, truncated, _ = entry.scored[item]
+            totals, looping, truncated = entry.scored[item]
             entry.fed += 1
             stop = entry.rule.add(baseline[item], totals, looping=looping, truncated=truncated)
             if stop is not None:
                 return stop
         return None
 
-    def note_cancelled(self, suite: str, items: list[str], requests: int) -> None:
+    def note_cancelled(self, suite: str, items: list[str], spent: Mapping[tuple[str, str], Spend]) -> None:
+        """Estimate what stopping the suite saved: what the candidate spent per item it scored,
+        times the items it cancelled, less what those items had sent before the stop (a
+        conversation cancelled in flight). An estimate: the counts come from the records."""
         entry = self.suites[suite]
         entry.cancelled_items = items
-        entry.requests_saved = requests
-        spent = [tokens for _, _, _, tokens in entry.scored.values()]
-        # What the candidate spent per scored item, times the items it did not answer.
-        entry.output_tokens_saved = round(sum(spent) / len(spent) * len(items)) if spent else 0
+        used = [spent.get((suite, item), Spend()) for item in entry.scored]
+        already = Spend()
+        for item in items:
+            already.add(spent.get((suite, item), Spend()))
+        if used:
+            per_item = len(items) / len(used)
+            requests = sum(spend.requests for spend in used) * per_item
+            tokens = sum(spend.output_tokens for spend in used) * per_item
+            entry.requests_saved = max(0, round(requests) - already.requests)
+            entry.output_tokens_saved = max(0, round(tokens) - already.output_tokens)
 
     def to_summary(self) -> dict[str, Any]:
         """For summary.json and gate.json: per suite the order, the seed, the whole path and the savings."""
@@ -176,26 +201,31 @@ class SequentialRun:
         return out
 
     def verdict_lines(self) -> list[str]:
-        """One line per suite: where it stopped, what it used of the maximum, what it saved."""
-        lines = []
-        for suite, entry in sorted(self.suites.items()):
-            stop = entry.rule.stop
-            maximum = entry.plan.design.max_items
-            if stop is None:
-                reason = f"blocked at item {entry.blocked_by} (not scored)" if entry.blocked_by else "not finished"
-                lines.append(f"{suite}: no sequential decision ({reason}; {entry.fed} of {maximum} items fed)")
-                continue
-            where = f"look {stop.look} of {len(entry.plan.design.sizes)}" if stop.by == "look" else stop.by
-            saved = (
-                f"; {entry.requests_saved} requests and about {entry.output_tokens_saved} output tokens saved"
-                if entry.requests_saved
-                else ""
-            )
-            lines.append(
-                f"{suite}: sequential {stop.verdict} by the {where} after {stop.items} of {maximum} items "
-                f"({entry.samples_used} samples){saved}"
-            )
-        return lines
+        return verdict_lines(self.to_summary())
+
+
+def verdict_lines(paths: Mapping[str, Any]) -> list[str]:
+    """One line per suite of a run's sequential paths (`to_summary`, as stored in summary.json):
+    where it stopped, what it used of the maximum, what it saved."""
+    lines = []
+    for suite, path in sorted(paths.items()):
+        stop, maximum = path["stop"], path["max_items"]
+        if stop is None:
+            blocked = path["blocked_by"]
+            reason = f"blocked at item {blocked} (not scored)" if blocked else "not finished"
+            lines.append(f"{suite}: no sequential decision ({reason}; {path['items']} of {maximum} items fed)")
+            continue
+        where = f"look {stop['look']} of {len(path['design']['sizes'])}" if stop["by"] == "look" else stop["by"]
+        saved = (
+            f"; about {path['requests_saved']} requests and {path['output_tokens_saved']} output tokens saved"
+            if path["requests_saved"]
+            else ""
+        )
+        lines.append(
+            f"{suite}: sequential {stop['verdict']} by the {where} after {stop['items']} of {maximum} items "
+            f"({path['samples_used']} samples){saved}"
+        )
+    return lines
 
 
 def _plan_on(

@@ -4,6 +4,11 @@ Before the first test, the process plans the probes of the items it will run and
 a window of them in flight ahead of the test that is running, so the endpoint stays
 busy and memory stays flat however long the run. A test then only waits for its own
 probe. Every request is written to the records file the moment it finishes.
+
+A probe the admission check (`admit`) turns away is held back, not skipped: the window
+moves on to the probes after it, and it is sent once admitted or once its own test asks
+for it. The sequential gate uses this so that a suite's requests run ahead only as far
+as its next decision can use (a look's items), not as far as the window reaches.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -25,6 +30,7 @@ from k3conformance.probes.probe import Outcome, Probe, ProbeResult, SampleResult
 from k3conformance.probes.request_body import build_body, fingerprint
 from k3conformance.runs.records import RecordWriter, ResumeIndex, utc_now
 from k3conformance.runs.schema import ResponseRecord
+from k3conformance.runs.spend import Spend
 
 T = TypeVar("T")
 # Request fields that shape the generation, not the prompt: a tokenizer endpoint needs none.
@@ -102,6 +108,8 @@ class _Plan:
     submitted_up_to: int = 0
     # Probes the sequential gate no longer needs: never submitted, and cancelled if in flight.
     cancelled: set[ProbeKey] = field(default_factory=set)
+    # Probes inside the window that `admit` turned away, in plan order, to be asked again.
+    held: list[Probe] = field(default_factory=list)
 
 
 class Runner:
@@ -120,6 +128,9 @@ class Runner:
         self.run_id = run_id
         self.model = model
         self.stats = RequestCounters()
+        # What each probe's requests cost in this run (resumed ones cost nothing): the sequential
+        # gate's estimate of what stopping a suite saved starts from it.
+        self.spent: dict[ProbeKey, Spend] = {}
         self._writer = writer
         self._resume = resume
         self._loop = loop
@@ -129,6 +140,8 @@ class Runner:
         # Enough probes in flight to keep every request slot busy while the tests
         # consume results in order, without holding a whole run's outputs in memory.
         self._window = max(8, settings.concurrency * 4)
+        # Whether a planned probe may be sent ahead of its test now (see the module's docstring).
+        self.admit: Callable[[Probe], bool] = lambda probe: True
 
     async def _make_client(self, base_url: str) -> EndpointClient:
         # The client's semaphore and connection pool belong to the background loop.
@@ -154,12 +167,23 @@ class Runner:
 
     def _advance(self, position: int) -> None:
         plan = self._plan
+        held, plan.held = plan.held, []
+        # A held probe whose test has come (its position is reached) is sent by `result`.
+        for probe in held:
+            if plan.position[probe.key] > position and probe.key not in plan.cancelled:
+                self._submit_or_hold(probe)
         horizon = min(len(plan.probes), position + self._window)
         while plan.submitted_up_to < horizon:
             probe = plan.probes[plan.submitted_up_to]
             if probe.key not in plan.cancelled:
-                self._submit(probe)
+                self._submit_or_hold(probe)
             plan.submitted_up_to += 1
+
+    def _submit_or_hold(self, probe: Probe) -> None:
+        if self.admit(probe):
+            self._submit(probe)
+        else:
+            self._plan.held.append(probe)
 
     def _submit(self, probe: Probe) -> concurrent.futures.Future[ProbeResult]:
         future = self._futures.get(probe.key)
@@ -252,8 +276,11 @@ class Runner:
             "attempts": attempts,
             "finished_at": utc_now(),
         }
+        spend = self.spent.setdefault(probe.key, Spend())
+        spend.requests += 1
         if isinstance(outcome, Completion):
             record["status"], record["response"] = "ok", outcome.to_record()
+            spend.output_tokens += int((outcome.usage or {}).get("completion_tokens") or 0)
         else:
             infra = outcome.error_class is ErrorClass.INFRA
             self.stats.infra_errors += infra
