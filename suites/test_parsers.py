@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from k3conformance.checks.parsers import MODES, ParserCase, available_parsers, check_parser_reads_case, load_corpus
+from k3conformance.checks.parsers import (
+    ParserCase,
+    available_parsers,
+    check_parser_reads_case,
+    load_corpus,
+    parser_modes,
+)
 
 CASES = load_corpus()
 PARSERS, _MISSING = available_parsers()
@@ -21,7 +27,7 @@ def _params() -> list[object]:
     params: list[object] = []
     for case in CASES:
         for name, parser in PARSERS.items():
-            for mode in MODES:
+            for mode in parser_modes(parser):
                 known = case.known_disagreement(parser, mode)
                 marks = [pytest.mark.xfail(reason=known, strict=True)] if known else []
                 params.append(pytest.param(name, case, mode, id=f"{name}-{case.name}-{mode}", marks=marks))

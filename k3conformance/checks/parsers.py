@@ -10,7 +10,7 @@ still reads K3's format, case by case, without any endpoint. The corpus is
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,15 +20,23 @@ from k3conformance.datasets.bundled import fixtures_dir
 from k3conformance.reference.parsers import (
     PARSER_NAMES,
     Parsed,
+    ParseRefused,
     ParserUnavailable,
     WireParser,
     make_parser,
 )
+from k3conformance.reference.parsers.llamacpp import LlamaCppParser
 from k3conformance.reference.raw_output import token_pieces
 
 # whole: one parse of the complete output. stream: the reference's seeded tokenizer-like steps.
 # chars: one character per step, so every marker is split at every position.
 MODES = ("whole", "stream", "chars")
+
+
+def parser_modes(parser: WireParser) -> tuple[str, ...]:
+    """The modes a parser can be run in: llama.cpp's, behind its server, reads whole outputs only."""
+    modes: tuple[str, ...] = getattr(parser, "modes", MODES)
+    return modes
 
 
 @dataclass(frozen=True)
@@ -65,22 +73,30 @@ def load_corpus(path: Path | None = None) -> list[ParserCase]:
     ]
 
 
-def available_parsers() -> tuple[dict[str, WireParser], dict[str, str]]:
-    """(parsers that load here, why each of the others does not)."""
+# llama.cpp's parser is a column of the matrix only: the reference deployment cannot stream through it.
+MATRIX_PARSER_NAMES = (*PARSER_NAMES, LlamaCppParser.name)
+
+
+def available_parsers(names: Collection[str] = MATRIX_PARSER_NAMES) -> tuple[dict[str, WireParser], dict[str, str]]:
+    """(parsers among `names` that load here, why each of the others does not)."""
     loaded: dict[str, WireParser] = {}
     missing: dict[str, str] = {}
-    for name in PARSER_NAMES:
+    for name in (name for name in MATRIX_PARSER_NAMES if name in names):
         try:
-            loaded[name] = make_parser(name)
+            loaded[name] = LlamaCppParser() if name == LlamaCppParser.name else make_parser(name)
         except ParserUnavailable as error:
             missing[name] = str(error)
     return loaded, missing
 
 
 def parse_case(parser: WireParser, case: ParserCase, mode: str) -> dict[str, Any]:
-    """The message `parser` makes of the case: reasoning, content and calls with decoded arguments."""
+    """The message `parser` makes of the case: reasoning, content and calls with decoded arguments;
+    a parser that refuses the output gives a message of its own, `refused`, which no case expects."""
     if mode == "whole":
-        parsed = parser.parse(case.raw, tools=case.tools)
+        try:
+            parsed = parser.parse(case.raw, tools=case.tools)
+        except ParseRefused as refusal:
+            return {"reasoning": None, "content": None, "tool_calls": None, "refused": str(refusal)}
     else:
         stream = parser.stream(tools=case.tools)
         pieces = token_pieces(case.raw) if mode == "stream" else list(case.raw)
@@ -105,6 +121,8 @@ def _decoded(arguments: str) -> Any:
 
 
 def differences(got: dict[str, Any], expected: dict[str, Any]) -> list[str]:
+    if "refused" in got:
+        return [f"refused: {got['refused']}"]
     return [
         f"{field}: expected {json.dumps(expected[field], ensure_ascii=False)}, got {json.dumps(got[field], ensure_ascii=False)}"
         for field in ("reasoning", "content", "tool_calls")
@@ -116,7 +134,7 @@ def matrix(parsers: dict[str, WireParser], cases: list[ParserCase]) -> Iterator[
     """(case, parser name, mode, differences) for every combination; no differences: agreement."""
     for case in cases:
         for name, parser in parsers.items():
-            for mode in MODES:
+            for mode in parser_modes(parser):
                 yield case, name, mode, differences(parse_case(parser, case, mode), case.expected)
 
 

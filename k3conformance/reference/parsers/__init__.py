@@ -90,6 +90,10 @@ class ParserUnavailable(RuntimeError):
     """A parser whose package is not installed, or that cannot reproduce the asked-for settings."""
 
 
+class ParseRefused(RuntimeError):
+    """The parser rejected the output as a whole (llama.cpp's server answers HTTP 500)."""
+
+
 def make_parser(name: str, settings: ParserSettings = ParserSettings()) -> WireParser:
     if name == "builtin":
         from k3conformance.reference.parsers.builtin import BuiltinParser
