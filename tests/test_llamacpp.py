@@ -180,6 +180,11 @@ def _vendor_only(function: ast.FunctionDef) -> bool:
     return any("k3_vendor" in ast.unparse(decorator) for decorator in function.decorator_list)
 
 
+# Checks that run only when the operator supplies their input; the llama.cpp run has none to give
+# (KVV's fixed prompt-token counts are K3 tokenizer counts, meaningless for SmolLM2).
+OPT_IN_CHECKS = {"test_prompt_tokens_match_constants"}
+
+
 def _suite_test_functions() -> set[str]:
     names: set[str] = set()
     for suite in CONFORMANCE_SUITES:
@@ -189,7 +194,7 @@ def _suite_test_functions() -> set[str]:
             for node in tree.body
             if isinstance(node, ast.FunctionDef) and node.name.startswith("test_") and not _vendor_only(node)
         }
-    return names
+    return names - OPT_IN_CHECKS
 
 
 def test_run_ends_in_passes_and_failures(llamacpp_run: SuiteRun) -> None:
