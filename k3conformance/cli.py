@@ -248,13 +248,25 @@ def _compare(arguments: argparse.Namespace) -> int:
     except BaselineError as error:
         print(f"k3conformance compare: {error}", file=sys.stderr)
         return 2
-    result = gate(baseline, candidate, GateSettings.from_options(arguments))
-    sequential = candidate.summary.get("sequential")
-    if sequential:
-        # A run gated sequentially is re-gated by its stored decisions, as the run itself was.
+    settings = GateSettings.from_options(arguments)
+    result = gate(baseline, candidate, settings)
+    stored = candidate.summary.get("sequential")
+    if stored:
+        # A run gated sequentially is re-gated by replaying its rule against this baseline and these settings.
         from k3conformance.gate.sequential_hooks import apply_sequential
+        from k3conformance.gate.sequential_replay import replay_sequential
 
-        apply_sequential(result, sequential)
+        replayed = replay_sequential(
+            stored,
+            baseline,
+            candidate,
+            margins={suite: settings.margin_of(suite) for suite in stored},
+            alpha=settings.alpha,
+            looping_floor=settings.repetition_floor,
+            truncation_floor=settings.truncation_floor,
+        )
+        result.notes += replayed.notes
+        apply_sequential(result, replayed.paths)
     if arguments.format == "json":
         print(json_report(result))
     elif arguments.format == "markdown":

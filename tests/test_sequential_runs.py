@@ -110,12 +110,27 @@ def test_megamoe_fails_after_a_small_share_of_the_requests(
         )
     )
     assert scored[:stopped_at] == order[:stopped_at]
-    # `compare` re-gates the stored sequential run by its stored decisions, to the same verdict.
+    # `compare` re-gates the stored sequential run by replaying its rule: the same path, the same verdict.
     capsys.readouterr()
     results = str(project.path / "out")
-    assert cli_main(["compare", "tp8", run_dir.parent.name, "--results-dir", results, "--format", "json"]) == 1
+    compare = ["compare", "tp8", run_dir.parent.name, "--results-dir", results, "--format", "json"]
+    assert cli_main(compare) == 1
     compared, stored = json.loads(capsys.readouterr().out), gate_file(run_dir)
     assert compared["verdict"] == stored["verdict"] == "FAIL" and compared["reasons"] == stored["reasons"]
+    for key in ("design", "looks", "monitors", "stop", "items"):
+        assert compared["sequential"][LONG][key] == long[key], key
+    # A stored decision is not trusted: one edited to PASS is replayed to the FAIL the records show.
+    summary["sequential"][LONG]["stop"] = {"verdict": "PASS", "by": "look", "items": stopped_at, "look": 1}
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    assert cli_main(compare) == 1
+    assert json.loads(capsys.readouterr().out)["sequential"][LONG]["stop"] == long["stop"]
+    # At another margin the design's bounds do not hold: no sequential decision, and the suite
+    # stopped early is judged fixed-size on the items it ran, so its unrun items are missing.
+    assert cli_main([*compare, "--margin", "5"]) == 1
+    other = json.loads(capsys.readouterr().out)
+    assert LONG not in other["sequential"]
+    assert any(note.startswith(f"{LONG}: the run's sequential design was made for margin 3") for note in other["notes"])
+    assert any(reason.startswith(f"INCOMPLETE: {LONG}:") for reason in other["reasons"]), other["reasons"]
 
 
 def test_an_unchanged_deployment_runs_to_a_pass_or_the_maximum_and_deepep_does_not_fail(
