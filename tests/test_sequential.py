@@ -125,8 +125,9 @@ def test_the_looping_monitor_stops_a_suite_before_any_look() -> None:
         if stop:
             break
     assert stop is not None and stop.verdict == FAIL and stop.by == BY_LOOPING
-    # log 5 per looping item against log 200: the fourth item.
-    assert stop.items == 4 and suite.looks == []
+    # The mixture of 5×, 12.5× and 25× the 2% floor: after two looping items (25 + 156 + 625) / 3
+    # = 269 ≥ 200; the 5× ratio alone would need a fourth (log 5 per item against log 200).
+    assert stop.items == 2 and suite.looks == []
     assert suite.to_dict()["stop"]["by"] == BY_LOOPING
 
 
@@ -246,6 +247,6 @@ def test_the_look_chart_draws_each_look_against_its_bounds() -> None:
     while not stopped.add(right, right, looping=True, truncated=False):
         pass
     assert look_chart("coding", stopped.to_dict()) == [
-        "coding: FAIL by the looping monitor after 4 items, before look 1 "
+        "coding: FAIL by the looping monitor after 2 items, before look 1 "
         "(3 looks planned at 100, 200, 300 items; no look taken)"
     ]
