@@ -494,6 +494,8 @@ class Settings:
 # The options the gate reads: `pytest --k3-baseline` and `k3conformance compare` both take
 # them from this table (the CLI without the --k3- prefix), so their defaults cannot drift.
 GATE_OPTIONS = ("gate", "alpha", "margin", "margins", "repetition_floor", "truncation_floor", "min_coverage")
+# The sequential plan's options: `pytest --k3-baseline` and `k3conformance plan` take them too.
+PLAN_OPTIONS = ("looks", "max_items")
 
 
 def option(name: str) -> OptionSpec[Any]:

@@ -196,23 +196,16 @@ def test_a_plan_matches_the_fixed_size_figures_and_caps_at_the_items_there_are()
 
 
 def test_a_suite_that_cannot_be_planned_runs_fixed_size() -> None:
-    from dataclasses import dataclass
 
     from k3conformance.gate.sequential_run import SequentialRun, committed_order
+    from k3conformance.gate.settings import GateSettings
     from k3conformance.runs.stored import StoredRun
-
-    @dataclass(frozen=True)
-    class Options:
-        alpha: float = 0.05
-        margin: float = 3.0
-        margins: tuple[tuple[str, float], ...] = (("math", 0.0),)
-        looks: int = 5
-        max_items: int | None = None
 
     scores = {str(i): {"samples": 1, "correct": float(i % 2)} for i in range(50)}
     baseline = StoredRun({"suites": {"coding": {"scores": scores}, "math": {"scores": scores}}}, None)
     collected = {"coding": list(scores), "math": list(scores)}
-    run = SequentialRun.start(baseline, Options(), "run-1", collected, looping_floor=0.02, truncation_floor=0.05)
+    settings = GateSettings(alpha=0.05, margin=3.0, margins=(("math", 0.0),), looks=5, max_items=None)
+    run = SequentialRun.start(baseline, settings, "run-1", collected)
     # math has a margin of 0: no sequential plan, so it is not gated sequentially.
     assert list(run.suites) == ["coding"]
     # The committed order is a seeded permutation: the same for the same run, another for another run.

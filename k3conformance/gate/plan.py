@@ -25,12 +25,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from scipy import optimize, stats
 
 from k3conformance.gate.monitors import MONITOR_ALPHA
 from k3conformance.gate.sequential import SequentialDesign, crossing_probabilities, design, spending_bounds
+from k3conformance.gate.settings import GateSettings
 from k3conformance.gate.statistics import POWER, ItemTotals
 from k3conformance.runs.records import STATUS_COMPLETE, SUMMARY_FILE, read_summary
 from k3conformance.runs.schema import SchemaError, validate_summary
@@ -225,36 +226,19 @@ def a_a_partner(baseline: StoredRun) -> StoredRun | None:
     return None
 
 
-class PlanOptions(Protocol):
-    """The plan's options as the pytest plugin (Settings) and `k3conformance plan` both carry them; margins in points."""
-
-    @property
-    def alpha(self) -> float: ...
-    @property
-    def margin(self) -> float: ...
-    @property
-    def margins(self) -> tuple[tuple[str, float], ...]: ...
-    @property
-    def looks(self) -> int: ...
-    @property
-    def max_items(self) -> int | None: ...
-
-
-def plan_baseline(baseline: StoredRun, options: PlanOptions, partner: StoredRun | None = None) -> list[SuitePlan]:
+def plan_baseline(baseline: StoredRun, options: GateSettings, partner: StoredRun | None = None) -> list[SuitePlan]:
     """A plan for every accuracy suite (suites with per-item scores) of the baseline."""
-    margins = dict(options.margins)
     plans = []
     for suite in _scored(baseline):
         totals = baseline.item_totals(suite)
         theirs = partner.item_totals(suite) if partner is not None and suite in _scored(partner) else None
         spread = spread_from(totals, theirs, partner.label if partner is not None else None)
-        margin = margins.get(suite, options.margin) / 100
         plans.append(
             plan_suite(
                 suite,
                 totals,
                 spread,
-                margin=margin,
+                margin=options.margin_of(suite),
                 alpha=options.alpha,
                 looks=options.looks,
                 max_items=options.max_items,
@@ -263,7 +247,7 @@ def plan_baseline(baseline: StoredRun, options: PlanOptions, partner: StoredRun 
     return plans
 
 
-def plan_report(baseline: StoredRun, options: PlanOptions, partner: StoredRun | None = None) -> list[str]:
+def plan_report(baseline: StoredRun, options: GateSettings, partner: StoredRun | None = None) -> list[str]:
     """The plan in words for every accuracy suite of the baseline; one line saying why when there is none."""
     try:
         plans = plan_baseline(baseline, options, partner)
@@ -272,7 +256,7 @@ def plan_report(baseline: StoredRun, options: PlanOptions, partner: StoredRun | 
     return report_lines(baseline, options, plans)
 
 
-def report_lines(baseline: StoredRun, options: PlanOptions, plans: list[SuitePlan]) -> list[str]:
+def report_lines(baseline: StoredRun, options: GateSettings, plans: list[SuitePlan]) -> list[str]:
     if not plans:
         return ["no sequential plan: the baseline has no accuracy suite (no per-item scores)"]
     lines = [f"sequential plan against the baseline {baseline.label} (α {options.alpha}, {options.looks} looks)"]
