@@ -226,25 +226,26 @@ def a_a_partner(baseline: StoredRun) -> StoredRun | None:
     return None
 
 
+def plan_items(
+    suite: str, totals: Mapping[str, ItemTotals], options: GateSettings, partner: StoredRun | None = None
+) -> SuitePlan:
+    """The plan of one suite on these baseline items, its spread from the A/A partner when there is one."""
+    theirs = partner.item_totals(suite) if partner is not None and suite in partner.scored_suites() else None
+    spread = spread_from(totals, theirs, partner.label if partner is not None else None)
+    return plan_suite(
+        suite,
+        totals,
+        spread,
+        margin=options.margin_of(suite),
+        alpha=options.alpha,
+        looks=options.looks,
+        max_items=options.max_items,
+    )
+
+
 def plan_baseline(baseline: StoredRun, options: GateSettings, partner: StoredRun | None = None) -> list[SuitePlan]:
     """A plan for every accuracy suite (suites with per-item scores) of the baseline."""
-    plans = []
-    for suite in _scored(baseline):
-        totals = baseline.item_totals(suite)
-        theirs = partner.item_totals(suite) if partner is not None and suite in _scored(partner) else None
-        spread = spread_from(totals, theirs, partner.label if partner is not None else None)
-        plans.append(
-            plan_suite(
-                suite,
-                totals,
-                spread,
-                margin=options.margin_of(suite),
-                alpha=options.alpha,
-                looks=options.looks,
-                max_items=options.max_items,
-            )
-        )
-    return plans
+    return [plan_items(suite, baseline.item_totals(suite), options, partner) for suite in _scored(baseline)]
 
 
 def plan_report(baseline: StoredRun, options: GateSettings, partner: StoredRun | None = None) -> list[str]:

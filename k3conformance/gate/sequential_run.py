@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from k3conformance.gate.plan import SuitePlan, plan_suite, spread_from
+from k3conformance.gate.plan import SuitePlan, plan_items
 from k3conformance.gate.sequential_suite import SequentialSuite, Stop
 from k3conformance.gate.settings import GateSettings
 from k3conformance.gate.statistics import ItemTotals
@@ -233,15 +233,4 @@ def _plan_on(
     baseline: StoredRun, options: GateSettings, partner: StoredRun | None, suite: str, order: list[str]
 ) -> SuitePlan:
     totals = baseline.item_totals(suite)
-    kept = {item: totals[item] for item in order}
-    theirs = partner.item_totals(suite) if partner is not None else None
-    spread = spread_from(kept, theirs, partner.label if partner is not None else None)
-    return plan_suite(
-        suite,
-        kept,
-        spread,
-        margin=options.margin_of(suite),
-        alpha=options.alpha,
-        looks=options.looks,
-        max_items=options.max_items,
-    )
+    return plan_items(suite, {item: totals[item] for item in order}, options, partner)
