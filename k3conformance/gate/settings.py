@@ -24,9 +24,11 @@ class GateSettings:
     repetition_floor: float = _default("repetition_floor")
     truncation_floor: float = _default("truncation_floor")
     min_coverage: float = _default("min_coverage")
-    # The sequential plan's: looks per suite and the most items per suite.
+    # The sequential plan's: looks per suite, the most items per suite, and the candidate samples
+    # per item it weighs for a suite with fewer items than it needs.
     looks: int = _default("looks")
     max_items: int | None = _default("max_items")
+    sample_rounds: tuple[int, ...] = _default("sample_rounds")
 
     @classmethod
     def from_options(cls, options: object) -> GateSettings:
