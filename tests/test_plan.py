@@ -46,8 +46,8 @@ def test_plan_assumes_a_discordance_and_says_so(tmp_path: Path, capsys: pytest.C
     assert "maximum 300 items (capped: 1109 planned for 80% power); looks at 60, 120, 180, 240, 300" in out
     assert "minimum detectable drop at 300 items" in out
     # Capped by its items, with one sample per item: what samples would buy is not known, and says why.
-    assert "more samples per item: not planned: the baseline's within-item spread is unmeasured" in out
-    assert "it needs more items, not more samples" in out
+    assert "more samples per item: gain unknown (one sample per item: the within-item spread is unmeasured" in out
+    assert "a loss concentrated on a few broken items needs more items, not more samples" in out
 
 
 def halves(count: int, samples: int = 4) -> dict[str, tuple[int, float]]:
@@ -133,3 +133,16 @@ def test_a_gated_run_prints_the_plan_in_its_header(pytester: pytest.Pytester) ->
     output = result.stdout.str()
     assert "k3conformance: sequential plan against the baseline tp8/20260101T000000Z-aaaaaa (α 0.05, 3 looks)" in output
     assert "k3conformance:   maximum 90 items (capped: 1093 planned for 80% power); looks at 30, 60, 90" in output
+
+
+def test_items_that_never_vary_leave_nothing_for_more_samples(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store(tmp_path, "20260101T000000Z-aaaaaa", {f"item-{i}": (4, 4.0 * (i % 2)) for i in range(200)})
+    assert cli_main(["plan", "tp8", "--results-dir", str(tmp_path), "--format", "json"]) == 0
+    (plan,) = json.loads(capsys.readouterr().out)["suites"]
+    assert plan["spread"]["source"].endswith("(no A/A pair, no item's score varied across its samples)")
+    outlook = plan["samples_outlook"]
+    # The sampling noise is measured, and 0: the whole assumed spread is between items.
+    assert outlook["within"] == 0.0 and outlook["between"] == pytest.approx(0.15)
+    assert [drop for _, drop in outlook["drops"]] == pytest.approx([plan["min_detectable_drop"]] * 3)

@@ -147,9 +147,13 @@ def spread_from(
                 f"the baseline's within-item spread at {k} samples per item (sampling noise only: a lower bound)",
                 variance,
             )
+    # Several samples on every item and none of them varied: the sampling noise is measured, and
+    # is 0, so all of the assumed spread is between items.
+    why = "one sample per item" if within is None else "no item's score varied across its samples"
     return Spread(
         math.sqrt(ASSUMED_DISCORDANCE),
-        f"ASSUMED: {ASSUMED_DISCORDANCE:.0%} of items discordant (no A/A pair, one sample per item)",
+        f"ASSUMED: {ASSUMED_DISCORDANCE:.0%} of items discordant (no A/A pair, {why})",
+        None if within is None else 0.0,
     )
 
 
@@ -280,19 +284,25 @@ def plan_lines(plan: SuitePlan) -> list[str]:
 def samples_lines(plan: SuitePlan) -> list[str]:
     """For a suite capped by its items: what more samples per item on the same items can and cannot resolve."""
     outlook = plan.samples_outlook
-    cannot = "a loss concentrated on a few broken items is between-item spread: it needs more items, not more samples"
+    cannot = "a loss concentrated on a few broken items needs more items, not more samples"
     if outlook is None:
         return [
-            f"  more samples per item: not planned: the baseline's within-item spread is unmeasured "
-            f"({plan.samples_per_item} sample(s) per item; store it with --k3-samples 4 to plan them); {cannot}"
+            "  more samples per item: gain unknown (one sample per item: the within-item spread is unmeasured; "
+            f"store the baseline with --k3-samples 4 to plan it); {cannot}"
         ]
     drops = ", ".join(f"{k} → {drop * 100:.1f} pts" for k, drop in outlook.drops)
-    lower = " (no A/A pair: the between-item spread is taken as 0, a lower bound)" if outlook.between == 0 else ""
+    if plan.spread.source.startswith("ASSUMED"):
+        lower = " (ASSUMED, as the spread is)"
+    elif outlook.between == 0:
+        lower = " (no A/A pair: the between-item spread is taken as 0, a lower bound)"
+    else:
+        lower = ""
     return [
         f"  minimum detectable drop with more candidate samples per item on the same {plan.design.max_items} items: "
         f"{drops}; never below {outlook.limit_drop * 100:.1f} pts",
         f"  what samples cannot resolve: the between-item variance {outlook.between:.4f} and the baseline's own "
-        f"sampling noise {outlook.baseline_noise:.4f} (at {plan.samples_per_item} samples per item){lower}; {cannot}",
+        f"sampling noise {outlook.baseline_noise:.4f} (at {plan.samples_per_item} samples per item){lower}; "
+        "a loss concentrated on a few broken items is between-item variance: it needs more items, not more samples",
     ]
 
 
