@@ -13,9 +13,9 @@ under its null (Ville's inequality: it ever reaches 1/α with probability at mos
   most α whatever the true rate below the floor is (not only at the floor). Why a mixture and
   not the single 5× alternative: the published MegaMoE case loops on 57 of 113 outputs, 25×
   a 2% floor, and against 5× it takes about 4 looping items to stop (a median of 7 items at
-  that rate, 11 at 35%); in the mixture the 25× ratio alone reaches 1/α with 3 loops in the
-  first 8 items, and the mixture stops after a median of 5 items at 50%, 8 at 35%. The price is paid at rates near 5× the floor, where the 5× ratio carries a
-  third of the weight: a median of 64 items instead of 56 at a 10% rate (tests/
+  that rate, 11 at 35%); the mixture stops on any 3 looping items among the first 9, and
+  after a median of 5 items at 50%, 8 at 35%. The price is paid at rates near 5× the floor,
+  where the 5× ratio carries a third of the weight: a median of 64 items instead of 56 at a 10% rate (tests/
   test_sequential_calibration.py and benchmarks/bench_sequential_gate.py measure both).
 - `AccuracyMonitor`: a betting e-process (Waudby-Smith and Ramdas, "Estimating means of
   bounded random variables by betting", 2023) for H0 "change ≥ −margin" on the paired item
