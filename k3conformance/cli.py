@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_plan(commands: Any) -> None:
-    from k3conformance.options import GATE_OPTIONS, add_gate_arguments
+    from k3conformance.options import GATE_OPTIONS, PLAN_OPTIONS, add_gate_arguments
 
     plan = commands.add_parser(
         "plan",
@@ -108,7 +108,7 @@ def _add_plan(commands: Any) -> None:
         "--results-dir", type=Path, default=Path("results"), help="Where shapes are stored (default: results)"
     )
     # The gate's options and the plan's from the one option table, as `compare` takes them.
-    add_gate_arguments(plan, (*GATE_OPTIONS, "looks", "max_items"))
+    add_gate_arguments(plan, (*GATE_OPTIONS, *PLAN_OPTIONS))
     plan.add_argument("--format", choices=("text", "json"), default="text", help="Output format (default: text)")
 
 
@@ -215,6 +215,7 @@ def _plan(arguments: argparse.Namespace) -> int:
     import json
 
     from k3conformance.gate.plan import a_a_partner, plan_baseline, report_lines
+    from k3conformance.gate.settings import GateSettings
     from k3conformance.runs.stored import BaselineError, load_run
 
     try:
@@ -224,20 +225,22 @@ def _plan(arguments: argparse.Namespace) -> int:
         print(f"k3conformance plan: {error}", file=sys.stderr)
         return 2
     try:
-        plans = plan_baseline(baseline, arguments, partner)
+        settings = GateSettings.from_options(arguments)
+        plans = plan_baseline(baseline, settings, partner)
     except ValueError as error:
         print(f"k3conformance plan: {error}", file=sys.stderr)
         return 2
     if arguments.format == "json":
         print(json.dumps({"baseline": baseline.label, "suites": [plan.to_dict() for plan in plans]}, indent=2))
     else:
-        print("\n".join(report_lines(baseline, arguments, plans)))
+        print("\n".join(report_lines(baseline, settings, plans)))
     return 0
 
 
 def _compare(arguments: argparse.Namespace) -> int:
-    from k3conformance.gate.decision import GateSettings, gate
+    from k3conformance.gate.decision import gate
     from k3conformance.gate.report import json_report, markdown_report, text_report, write_reports
+    from k3conformance.gate.settings import GateSettings
     from k3conformance.runs.stored import BaselineError, check_same_datasets, load_run
 
     try:

@@ -87,8 +87,9 @@ def _read_launch(path: Path, api_key: str | None) -> dict[str, Any]:
 def _sequential_plan(baseline: StoredRun, settings: Settings) -> list[str]:
     """What a gated run will cost, as `k3conformance plan` prints it."""
     from k3conformance.gate.plan import a_a_partner, plan_report
+    from k3conformance.gate.settings import GateSettings
 
-    return plan_report(baseline, settings, a_a_partner(baseline))
+    return plan_report(baseline, GateSettings.from_options(settings), a_a_partner(baseline))
 
 
 def _resolve_up_front(config: pytest.Config) -> bool:
@@ -149,8 +150,9 @@ def _note_dataset(state: RunState, probe: Probe) -> None:
 
 
 def _run_gate(state: RunState, summary: RunSummary) -> GateResult:
-    from k3conformance.gate.decision import GateSettings, gate
+    from k3conformance.gate.decision import gate
     from k3conformance.gate.report import write_reports
+    from k3conformance.gate.settings import GateSettings
     from k3conformance.runs.stored import StoredRun
 
     assert state.baseline is not None

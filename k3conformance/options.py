@@ -413,6 +413,13 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "the baseline's items)",
     ),
     OptionSpec(
+        "sample_rounds",
+        positive_int_list,
+        (2, 4, 8),
+        "Candidate samples per item the sequential plan weighs for a suite with fewer items than it needs: "
+        "the minimum detectable drop at each, on the same items (default: 2,4,8; planned only, not run in rounds)",
+    ),
+    OptionSpec(
         "resume",
         boolean,
         False,
@@ -484,6 +491,7 @@ class Settings:
     sequential: bool
     looks: int
     max_items: int | None
+    sample_rounds: tuple[int, ...]
     resume: bool
     agent_turns: int
     agent_tokens: int
@@ -494,6 +502,8 @@ class Settings:
 # The options the gate reads: `pytest --k3-baseline` and `k3conformance compare` both take
 # them from this table (the CLI without the --k3- prefix), so their defaults cannot drift.
 GATE_OPTIONS = ("gate", "alpha", "margin", "margins", "repetition_floor", "truncation_floor", "min_coverage")
+# The sequential plan's options: `pytest --k3-baseline` and `k3conformance plan` take them too.
+PLAN_OPTIONS = ("looks", "max_items", "sample_rounds")
 
 
 def option(name: str) -> OptionSpec[Any]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import signal, stats
 
+from k3conformance.gate.monitors import RATE_RATIOS, RateMonitor
 from k3conformance.gate.plan import plan_suite, spread_from
 from k3conformance.gate.sequential import SequentialDesign
 from k3conformance.gate.sequential_suite import SequentialSuite
@@ -107,3 +108,17 @@ def exact_crossings(design: SequentialDesign, baseline_only: float, candidate_on
                 crossed[b, c] = True
         counts[crossed] = 0.0
     return float(fail), float(passed)
+
+
+def monitor_stops(
+    rate: float, runs: int, ratios: tuple[float, ...] = RATE_RATIOS, seed: int = 0, most: int = 10_000
+) -> list[int | None]:
+    """Items a looping monitor (2% floor) needed to stop at a true looping rate, per seeded run;
+    None for a run it did not stop within `most` items."""
+    stops: list[int | None] = []
+    for index in range(runs):
+        rng = random.Random(seed * 1_000_003 + index)
+        monitor = RateMonitor("looping", floor=0.02, ratios=ratios)
+        stopped = any(monitor.observe(rng.random() < rate) for _ in range(most))
+        stops.append(monitor.items if stopped else None)
+    return stops

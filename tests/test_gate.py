@@ -11,8 +11,9 @@ import pytest
 
 from k3conformance.cli import main as cli_main
 from k3conformance.endpoint.shapes import get_shape, server_args
-from k3conformance.gate.decision import GateSettings, gate
+from k3conformance.gate.decision import gate
 from k3conformance.gate.report import markdown_report, text_report
+from k3conformance.gate.settings import GateSettings
 from k3conformance.runs.schema import SchemaError, validate_summary
 from k3conformance.runs.stored import StoredRun
 

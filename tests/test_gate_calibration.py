@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 from k3conformance.endpoint.shapes import SHAPES, server_args
-from k3conformance.gate.decision import GateSettings, gate
+from k3conformance.gate.decision import gate
+from k3conformance.gate.settings import GateSettings
 from k3conformance.gate.statistics import FAIL, PASS, ItemTotals, compare_rates, compare_scores, tango_statistic
 from k3conformance.runs.schema import validate_summary
 from k3conformance.runs.stored import StoredRun

@@ -125,8 +125,9 @@ def test_the_looping_monitor_stops_a_suite_before_any_look() -> None:
         if stop:
             break
     assert stop is not None and stop.verdict == FAIL and stop.by == BY_LOOPING
-    # log 5 per looping item against log 200: the fourth item.
-    assert stop.items == 4 and suite.looks == []
+    # The mixture of 5×, 12.5× and 25× the 2% floor: after two looping items (25 + 156 + 625) / 3
+    # = 269 ≥ 200; the 5× ratio alone would need a fourth (log 5 per item against log 200).
+    assert stop.items == 2 and suite.looks == []
     assert suite.to_dict()["stop"]["by"] == BY_LOOPING
 
 
@@ -195,23 +196,16 @@ def test_a_plan_matches_the_fixed_size_figures_and_caps_at_the_items_there_are()
 
 
 def test_a_suite_that_cannot_be_planned_runs_fixed_size() -> None:
-    from dataclasses import dataclass
 
     from k3conformance.gate.sequential_run import SequentialRun, committed_order
+    from k3conformance.gate.settings import GateSettings
     from k3conformance.runs.stored import StoredRun
-
-    @dataclass(frozen=True)
-    class Options:
-        alpha: float = 0.05
-        margin: float = 3.0
-        margins: tuple[tuple[str, float], ...] = (("math", 0.0),)
-        looks: int = 5
-        max_items: int | None = None
 
     scores = {str(i): {"samples": 1, "correct": float(i % 2)} for i in range(50)}
     baseline = StoredRun({"suites": {"coding": {"scores": scores}, "math": {"scores": scores}}}, None)
     collected = {"coding": list(scores), "math": list(scores)}
-    run = SequentialRun.start(baseline, Options(), "run-1", collected, looping_floor=0.02, truncation_floor=0.05)
+    settings = GateSettings(alpha=0.05, margin=3.0, margins=(("math", 0.0),), looks=5, max_items=None)
+    run = SequentialRun.start(baseline, settings, "run-1", collected)
     # math has a margin of 0: no sequential plan, so it is not gated sequentially.
     assert list(run.suites) == ["coding"]
     # The committed order is a seeded permutation: the same for the same run, another for another run.
@@ -246,6 +240,6 @@ def test_the_look_chart_draws_each_look_against_its_bounds() -> None:
     while not stopped.add(right, right, looping=True, truncated=False):
         pass
     assert look_chart("coding", stopped.to_dict()) == [
-        "coding: FAIL by the looping monitor after 4 items, before look 1 "
+        "coding: FAIL by the looping monitor after 2 items, before look 1 "
         "(3 looks planned at 100, 200, 300 items; no look taken)"
     ]

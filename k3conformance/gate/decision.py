@@ -36,6 +36,7 @@ from typing import Any, Literal
 from k3conformance.endpoint.launch import merged_server_args
 from k3conformance.endpoint.shapes import contradictions, describe, run_shape_settings
 from k3conformance.gate.policy import deployment_differences, deployment_identity, policy
+from k3conformance.gate.settings import GateSettings
 from k3conformance.gate.statistics import (
     FAIL,
     INCONCLUSIVE,
@@ -46,7 +47,6 @@ from k3conformance.gate.statistics import (
     compare_scores,
     holm,
 )
-from k3conformance.options import GATE_OPTIONS, option
 from k3conformance.runs.records import STATUS_COMPLETE
 from k3conformance.runs.stored import StoredRun
 
@@ -55,41 +55,6 @@ INCOMPLETE: GateVerdict = "INCOMPLETE"
 _SEVERITY: Mapping[str, int] = {PASS: 0, INCONCLUSIVE: 1, INCOMPLETE: 2, FAIL: 3}
 # Rates the gate compares, as named in the run summary's per-item totals.
 RATE_EVENTS: Mapping[str, str] = {"looping": "looping", "truncation": "truncated"}
-
-
-def _default(name: str) -> Any:
-    return option(name).default
-
-
-@dataclass(frozen=True)
-class GateSettings:
-    """The gate's options, named and defaulted as in the option table (options.GATE_OPTIONS):
-    margins in points, as the user writes them."""
-
-    gate: str = _default("gate")
-    alpha: float = _default("alpha")
-    margin: float = _default("margin")
-    margins: tuple[tuple[str, float], ...] = _default("margins")
-    repetition_floor: float = _default("repetition_floor")
-    truncation_floor: float = _default("truncation_floor")
-    min_coverage: float = _default("min_coverage")
-
-    @classmethod
-    def from_options(cls, options: object) -> GateSettings:
-        """From anything that carries the gate options by name: the plugin's Settings or the
-        parsed arguments of `k3conformance compare`."""
-        return cls(**{name: getattr(options, name) for name in GATE_OPTIONS})
-
-    @property
-    def mode(self) -> str:
-        return self.gate
-
-    def margin_of(self, suite: str) -> float:
-        """The suite's margin as a share of accuracy (3 points is 0.03)."""
-        return dict(self.margins).get(suite, self.margin) / 100
-
-    def floor_of(self, rate: str) -> float:
-        return self.repetition_floor if rate == "looping" else self.truncation_floor
 
 
 @dataclass(frozen=True)

@@ -23,14 +23,15 @@ so the expected sizes are upper bounds when a monitor fires.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from scipy import optimize, stats
 
 from k3conformance.gate.monitors import MONITOR_ALPHA
 from k3conformance.gate.sequential import SequentialDesign, crossing_probabilities, design, spending_bounds
+from k3conformance.gate.settings import GateSettings
 from k3conformance.gate.statistics import POWER, ItemTotals
 from k3conformance.runs.records import STATUS_COMPLETE, SUMMARY_FILE, read_summary
 from k3conformance.runs.schema import SchemaError, validate_summary
@@ -48,6 +49,30 @@ class Spread:
 
     sd: float
     source: str
+    # The part of sd² that is within-item sampling noise (what more samples per item shrink);
+    # None when it is not measured (one sample per item in the baseline).
+    noise: float | None = None
+
+
+@dataclass(frozen=True)
+class SamplesOutlook:
+    """What more candidate samples per item on the same items would buy at the plan's maximum.
+
+    The variance of an item's d splits into the between-item part (items that one deployment gets
+    right more often than the other; a loss concentrated on a few broken items is all between-item)
+    and the sampling noise of each side's item mean, the item's per-sample variance over its
+    samples. At k candidate samples against the baseline's own: between + noise_b + within/k.
+    Only the last term shrinks with k."""
+
+    # Per-sample variance of an item's score, averaged over the baseline's items.
+    within: float
+    # The variance of d no number of samples removes, and the baseline's own sampling noise.
+    between: float
+    baseline_noise: float
+    # (candidate samples per item, minimum detectable drop at the plan's maximum).
+    drops: tuple[tuple[int, float], ...]
+    # With unlimited candidate samples: what is left is between-item spread and the baseline's noise.
+    limit_drop: float
 
 
 @dataclass(frozen=True)
@@ -68,15 +93,30 @@ class SuitePlan:
     fail_double_loss: float
     min_detectable_drop: float
     fixed_items_no_change: int
+    # None when the baseline's within-item spread is unmeasured (one sample per item).
+    samples_outlook: SamplesOutlook | None = None
+
+    @property
+    def capped_by_items(self) -> bool:
+        """The design wants more items than the baseline holds: the case where samples are weighed."""
+        return self.design.max_items == self.items_available < self.planned_items
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "design": self.design.to_dict()}
+
+
+def within_variances(baseline: Mapping[str, ItemTotals]) -> dict[str, float] | None:
+    """Each item's unbiased per-sample variance k/(k − 1)·p(1 − p); None unless every item has 2+ samples."""
+    if not baseline or any(totals.samples < 2 for totals in baseline.values()):
+        return None
+    return {item: t.samples / (t.samples - 1) * t.mean * (1 - t.mean) for item, t in baseline.items()}
 
 
 def spread_from(
     baseline: Mapping[str, ItemTotals], partner: Mapping[str, ItemTotals] | None, partner_label: str | None
 ) -> Spread:
     """σ of d for an unchanged deployment: from an A/A pair, else from several samples per item, else assumed."""
+    within = within_variances(baseline)
     if partner is not None:
         shared = [item for item in baseline.keys() & partner.keys() if baseline[item].samples and partner[item].samples]
         if len(shared) >= 2:
@@ -85,24 +125,58 @@ def spread_from(
             variance = sum((d - mean) ** 2 for d in differences) / (len(differences) - 1)
             if variance > 0:
                 discordant = sum(1 for d in differences if d) / len(differences)
+                # The pair is of one shape: the partner's items have the baseline's per-sample variance.
+                noise = (
+                    None
+                    if within is None
+                    else sum(within[i] / baseline[i].samples + within[i] / partner[i].samples for i in shared)
+                    / len(shared)
+                )
                 return Spread(
                     math.sqrt(variance),
                     f"the A/A pair with {partner_label} ({len(shared)} items, {discordant:.0%} with different scores)",
+                    noise,
                 )
-    samples = [totals for totals in baseline.values() if totals.samples >= 2]
-    if samples and len(samples) == len(baseline):
-        # Unbiased p(1 − p) per item; an A/A difference of two k-sample means has variance 2·p(1 − p)/k.
-        within = [t.samples / (t.samples - 1) * t.mean * (1 - t.mean) * 2 / t.samples for t in samples]
-        variance = sum(within) / len(within)
+    if within is not None:
+        # An A/A difference of two k-sample means has variance 2·p(1 − p)/k.
+        variance = sum(2 * within[item] / baseline[item].samples for item in within) / len(within)
         if variance > 0:
-            k = round(sum(t.samples for t in samples) / len(samples))
+            k = round(sum(t.samples for t in baseline.values()) / len(baseline))
             return Spread(
                 math.sqrt(variance),
                 f"the baseline's within-item spread at {k} samples per item (sampling noise only: a lower bound)",
+                variance,
             )
+    # Several samples on every item and none of them varied: the sampling noise is measured, and
+    # is 0, so all of the assumed spread is between items.
+    why = "one sample per item" if within is None else "no item's score varied across its samples"
     return Spread(
         math.sqrt(ASSUMED_DISCORDANCE),
-        f"ASSUMED: {ASSUMED_DISCORDANCE:.0%} of items discordant (no A/A pair, one sample per item)",
+        f"ASSUMED: {ASSUMED_DISCORDANCE:.0%} of items discordant (no A/A pair, {why})",
+        None if within is None else 0.0,
+    )
+
+
+def samples_outlook(
+    chosen: SequentialDesign, baseline: Mapping[str, ItemTotals], spread: Spread, rounds: Sequence[int]
+) -> SamplesOutlook | None:
+    """The minimum detectable drop at the plan's maximum for each candidate sample count in `rounds`."""
+    within = within_variances(baseline)
+    if within is None or spread.noise is None:
+        return None
+    per_sample = sum(within.values()) / len(within)
+    baseline_noise = sum(within[item] / baseline[item].samples for item in within) / len(within)
+    between = max(0.0, spread.sd**2 - spread.noise)
+
+    def drop(candidate_noise: float) -> float:
+        return _min_detectable_drop(chosen, math.sqrt(between + baseline_noise + candidate_noise))
+
+    return SamplesOutlook(
+        within=per_sample,
+        between=between,
+        baseline_noise=baseline_noise,
+        drops=tuple((k, drop(per_sample / k)) for k in sorted(set(rounds))),
+        limit_drop=drop(0.0),
     )
 
 
@@ -115,6 +189,7 @@ def plan_suite(
     alpha: float,
     looks: int = DEFAULT_LOOKS,
     max_items: int | None = None,
+    sample_rounds: Sequence[int] = (),
 ) -> SuitePlan:
     if not baseline:
         raise ValueError(f"{suite}: the baseline scored no item")
@@ -144,6 +219,7 @@ def plan_suite(
         fail_double_loss=double_loss[1],
         min_detectable_drop=_min_detectable_drop(chosen, spread.sd),
         fixed_items_no_change=math.ceil((z_fixed * spread.sd / margin) ** 2),
+        samples_outlook=samples_outlook(chosen, baseline, spread, sample_rounds) if sample_rounds else None,
     )
 
 
@@ -201,6 +277,32 @@ def plan_lines(plan: SuitePlan) -> list[str]:
         f"items (FAIL {plan.fail_double_loss:.0%})",
         f"  minimum detectable drop at {chosen.max_items} items: {plan.min_detectable_drop * 100:.1f} pts "
         f"(a fixed-size run needs {plan.fixed_items_no_change} items for 80% PASS at no change)",
+        *(samples_lines(plan) if plan.capped_by_items else []),
+    ]
+
+
+def samples_lines(plan: SuitePlan) -> list[str]:
+    """For a suite capped by its items: what more samples per item on the same items can and cannot resolve."""
+    outlook = plan.samples_outlook
+    cannot = "a loss concentrated on a few broken items needs more items, not more samples"
+    if outlook is None:
+        return [
+            "  more samples per item: gain unknown (one sample per item: the within-item spread is unmeasured; "
+            f"store the baseline with --k3-samples 4 to plan it); {cannot}"
+        ]
+    drops = ", ".join(f"{k} → {drop * 100:.1f} pts" for k, drop in outlook.drops)
+    if plan.spread.source.startswith("ASSUMED"):
+        lower = " (ASSUMED, as the spread is)"
+    elif outlook.between == 0:
+        lower = " (no A/A pair: the between-item spread is taken as 0, a lower bound)"
+    else:
+        lower = ""
+    return [
+        f"  minimum detectable drop with more candidate samples per item on the same {plan.design.max_items} items: "
+        f"{drops}; never below {outlook.limit_drop * 100:.1f} pts",
+        f"  what samples cannot resolve: the between-item variance {outlook.between:.4f} and the baseline's own "
+        f"sampling noise {outlook.baseline_noise:.4f} (at {plan.samples_per_item} samples per item){lower}; "
+        "a loss concentrated on a few broken items is between-item variance: it needs more items, not more samples",
     ]
 
 
@@ -225,45 +327,30 @@ def a_a_partner(baseline: StoredRun) -> StoredRun | None:
     return None
 
 
-class PlanOptions(Protocol):
-    """The plan's options as the pytest plugin (Settings) and `k3conformance plan` both carry them; margins in points."""
+def plan_items(
+    suite: str, totals: Mapping[str, ItemTotals], options: GateSettings, partner: StoredRun | None = None
+) -> SuitePlan:
+    """The plan of one suite on these baseline items, its spread from the A/A partner when there is one."""
+    theirs = partner.item_totals(suite) if partner is not None and suite in partner.scored_suites() else None
+    spread = spread_from(totals, theirs, partner.label if partner is not None else None)
+    return plan_suite(
+        suite,
+        totals,
+        spread,
+        margin=options.margin_of(suite),
+        alpha=options.alpha,
+        looks=options.looks,
+        max_items=options.max_items,
+        sample_rounds=options.sample_rounds,
+    )
 
-    @property
-    def alpha(self) -> float: ...
-    @property
-    def margin(self) -> float: ...
-    @property
-    def margins(self) -> tuple[tuple[str, float], ...]: ...
-    @property
-    def looks(self) -> int: ...
-    @property
-    def max_items(self) -> int | None: ...
 
-
-def plan_baseline(baseline: StoredRun, options: PlanOptions, partner: StoredRun | None = None) -> list[SuitePlan]:
+def plan_baseline(baseline: StoredRun, options: GateSettings, partner: StoredRun | None = None) -> list[SuitePlan]:
     """A plan for every accuracy suite (suites with per-item scores) of the baseline."""
-    margins = dict(options.margins)
-    plans = []
-    for suite in _scored(baseline):
-        totals = baseline.item_totals(suite)
-        theirs = partner.item_totals(suite) if partner is not None and suite in _scored(partner) else None
-        spread = spread_from(totals, theirs, partner.label if partner is not None else None)
-        margin = margins.get(suite, options.margin) / 100
-        plans.append(
-            plan_suite(
-                suite,
-                totals,
-                spread,
-                margin=margin,
-                alpha=options.alpha,
-                looks=options.looks,
-                max_items=options.max_items,
-            )
-        )
-    return plans
+    return [plan_items(suite, baseline.item_totals(suite), options, partner) for suite in _scored(baseline)]
 
 
-def plan_report(baseline: StoredRun, options: PlanOptions, partner: StoredRun | None = None) -> list[str]:
+def plan_report(baseline: StoredRun, options: GateSettings, partner: StoredRun | None = None) -> list[str]:
     """The plan in words for every accuracy suite of the baseline; one line saying why when there is none."""
     try:
         plans = plan_baseline(baseline, options, partner)
@@ -272,7 +359,7 @@ def plan_report(baseline: StoredRun, options: PlanOptions, partner: StoredRun | 
     return report_lines(baseline, options, plans)
 
 
-def report_lines(baseline: StoredRun, options: PlanOptions, plans: list[SuitePlan]) -> list[str]:
+def report_lines(baseline: StoredRun, options: GateSettings, plans: list[SuitePlan]) -> list[str]:
     if not plans:
         return ["no sequential plan: the baseline has no accuracy suite (no per-item scores)"]
     lines = [f"sequential plan against the baseline {baseline.label} (α {options.alpha}, {options.looks} looks)"]

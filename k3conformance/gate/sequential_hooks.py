@@ -12,6 +12,7 @@ import pytest
 from k3conformance.gate.plan import a_a_partner
 from k3conformance.gate.sequential_run import SequentialRun, verdict_lines
 from k3conformance.gate.sequential_suite import BY_MAXIMUM
+from k3conformance.gate.settings import GateSettings
 from k3conformance.outcomes import USER_PROPERTY
 from k3conformance.probes.probe import probe_of
 from k3conformance.runs.records import utc_now
@@ -32,11 +33,9 @@ def order_for_sequential_gate(config: pytest.Config, items: list[pytest.Item], s
             collected.setdefault(probe.suite, []).append(probe.item)
     run = SequentialRun.start(
         state.baseline,
-        state.settings,
+        GateSettings.from_options(state.settings),
         state.run_dir.name,
         collected,
-        looping_floor=state.settings.repetition_floor,
-        truncation_floor=state.settings.truncation_floor,
         partner=a_a_partner(state.baseline),
     )
     if not run.suites:

@@ -23,8 +23,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from k3conformance.gate.plan import PlanOptions, SuitePlan, plan_suite, spread_from
+from k3conformance.gate.plan import SuitePlan, plan_items
 from k3conformance.gate.sequential_suite import SequentialSuite, Stop
+from k3conformance.gate.settings import GateSettings
 from k3conformance.gate.statistics import ItemTotals
 from k3conformance.runs.spend import Spend
 from k3conformance.runs.stored import StoredRun
@@ -84,12 +85,10 @@ class SequentialRun:
     def start(
         cls,
         baseline: StoredRun,
-        options: PlanOptions,
+        options: GateSettings,
         run_id: str,
         collected: Mapping[str, Iterable[str]],
         *,
-        looping_floor: float,
-        truncation_floor: float,
         partner: StoredRun | None = None,
     ) -> SequentialRun:
         """Plan each accuracy suite of the baseline on the items this run collected (and the baseline scored)."""
@@ -105,7 +104,9 @@ class SequentialRun:
             except ValueError:
                 # No plan for this suite (a margin of 0): it runs fixed-size; the header said why.
                 continue
-            rule = SequentialSuite(plan.design, looping_floor=looping_floor, truncation_floor=truncation_floor)
+            rule = SequentialSuite(
+                plan.design, looping_floor=options.repetition_floor, truncation_floor=options.truncation_floor
+            )
             run.suites[suite] = SuiteRun(plan=plan, order=order, seed=seed, rule=rule)
             run.ranks[suite] = {item: rank for rank, item in enumerate(order)}
         return run
@@ -229,13 +230,7 @@ def verdict_lines(paths: Mapping[str, Any]) -> list[str]:
 
 
 def _plan_on(
-    baseline: StoredRun, options: PlanOptions, partner: StoredRun | None, suite: str, order: list[str]
+    baseline: StoredRun, options: GateSettings, partner: StoredRun | None, suite: str, order: list[str]
 ) -> SuitePlan:
     totals = baseline.item_totals(suite)
-    kept = {item: totals[item] for item in order}
-    theirs = partner.item_totals(suite) if partner is not None else None
-    spread = spread_from(kept, theirs, partner.label if partner is not None else None)
-    margin = dict(options.margins).get(suite, options.margin) / 100
-    return plan_suite(
-        suite, kept, spread, margin=margin, alpha=options.alpha, looks=options.looks, max_items=options.max_items
-    )
+    return plan_items(suite, {item: totals[item] for item in order}, options, partner)
