@@ -259,15 +259,7 @@ def _compare(arguments: argparse.Namespace) -> int:
         from k3conformance.gate.sequential_hooks import apply_sequential
         from k3conformance.gate.sequential_replay import replay_sequential
 
-        replayed = replay_sequential(
-            stored,
-            baseline,
-            candidate,
-            margins={suite: settings.margin_of(suite) for suite in stored},
-            alpha=settings.alpha,
-            looping_floor=settings.repetition_floor,
-            truncation_floor=settings.truncation_floor,
-        )
+        replayed = replay_sequential(stored, baseline, candidate, settings)
         result.notes += replayed.notes
         apply_sequential(result, replayed.paths)
     if arguments.format == "json":

@@ -4,6 +4,7 @@ monitors and plans (calibration by simulation is in test_sequential_calibration.
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from sequential_simulation import exact_crossings
@@ -19,6 +20,7 @@ from k3conformance.gate.sequential import (
     obrien_fleming_spent,
     spending_bounds,
 )
+from k3conformance.gate.sequential_run import monitored_floor
 from k3conformance.gate.sequential_suite import BY_LOOK, BY_LOOPING, SequentialSuite
 from k3conformance.gate.statistics import FAIL, INCONCLUSIVE, PASS, ItemTotals, tango_statistic
 
@@ -146,9 +148,34 @@ def test_a_suite_that_reaches_the_maximum_is_inconclusive() -> None:
 
 def test_monitors_refuse_what_they_cannot_monitor() -> None:
     with pytest.raises(ValueError, match="floor"):
-        RateMonitor("looping", floor=0.3)
+        RateMonitor("looping", floor=1.5)
+    # A floor so high that no alternative (5× and up) is a rate: the monitor stays silent.
+    silent = RateMonitor("looping", floor=0.3)
+    assert silent.ratios == () and not any(silent.observe(True) for _ in range(100))
     with pytest.raises(ValueError, match="lies in"):
         AccuracyMonitor(0.03).observe(1.5)
+
+
+def _false_alarms(floor: float, rate: float, items: int = 60, runs: int = 2000) -> int:
+    generator = random.Random(7)
+    alarms = 0
+    for _ in range(runs):
+        monitor = RateMonitor("looping", floor)
+        alarms += any(monitor.observe(generator.random() < rate) for _ in range(items))
+    return alarms
+
+
+def test_the_looping_monitor_tests_against_the_baselines_own_rate_when_it_is_above_the_floor() -> None:
+    # A baseline that loops on 6 of its 60 items: an unchanged candidate loops as often.
+    null = monitored_floor(0.02, 6, 60)
+    assert null == pytest.approx(0.10)
+    # Against the 2% floor alone the monitor would FAIL such a candidate in most runs of 60 items;
+    # against the baseline's rate it keeps its level (0.005, 10 of 2,000).
+    assert _false_alarms(0.02, 0.10) > 600
+    assert _false_alarms(null, 0.10) <= 10
+    # A baseline under the floor leaves the floor; one that loops half the time silences the monitor.
+    assert monitored_floor(0.02, 0, 60) == 0.02 and monitored_floor(0.02, 0, 0) == 0.02
+    assert RateMonitor("looping", monitored_floor(0.02, 60, 60)).ratios == ()
 
 
 def test_the_accuracy_monitor_does_not_bet_on_a_gain() -> None:
@@ -201,7 +228,9 @@ def test_a_suite_that_cannot_be_planned_runs_fixed_size() -> None:
     from k3conformance.gate.settings import GateSettings
     from k3conformance.runs.stored import StoredRun
 
-    scores = {str(i): {"samples": 1, "correct": float(i % 2)} for i in range(50)}
+    scores = {
+        str(i): {"samples": 1, "correct": float(i % 2), "looping": 0, "truncated": 0, "no_answer": 0} for i in range(50)
+    }
     baseline = StoredRun({"suites": {"coding": {"scores": scores}, "math": {"scores": scores}}}, None)
     collected = {"coding": list(scores), "math": list(scores)}
     settings = GateSettings(alpha=0.05, margin=3.0, margins=(("math", 0.0),), looks=5, max_items=None)

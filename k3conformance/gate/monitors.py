@@ -68,11 +68,8 @@ class RateMonitor:
         if not self.ratios or min(self.ratios) <= 1:
             raise ValueError(f"{self.name}: the alternatives must be rates above the floor, got {self.ratios}×")
         # An alternative rate must lie below 1; dropping one keeps the average a supermartingale.
-        wanted, self.ratios = self.ratios, tuple(ratio for ratio in self.ratios if self.floor * ratio < 1)
-        if not self.ratios:
-            raise ValueError(
-                f"{self.name}: a floor of {self.floor} cannot be monitored at {min(wanted)}× (needs floor·ratio < 1)"
-            )
+        # With none left (a floor of 20% or more) the monitor never fires: the looks decide alone.
+        self.ratios = tuple(ratio for ratio in self.ratios if self.floor * ratio < 1)
         highs = [self.floor * ratio for ratio in self.ratios]
         self._event_steps = [math.log(high / self.floor) for high in highs]
         self._clean_steps = [math.log((1 - high) / (1 - self.floor)) for high in highs]
@@ -84,6 +81,8 @@ class RateMonitor:
             return True
         self.items += 1
         self.events += int(event)
+        if not self.ratios:
+            return False
         steps = self._event_steps if event else self._clean_steps
         self._logs = [log + step for log, step in zip(self._logs, steps, strict=True)]
         top = max(self._logs)

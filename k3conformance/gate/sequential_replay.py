@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from k3conformance.gate.sequential import SequentialDesign
+from k3conformance.gate.sequential_run import suite_rule
 from k3conformance.gate.sequential_suite import SequentialSuite
+from k3conformance.gate.settings import GateSettings
 from k3conformance.gate.statistics import ItemTotals
 from k3conformance.runs.stored import StoredRun
 
@@ -36,16 +38,9 @@ class Replayed:
 
 
 def replay_sequential(
-    stored: Mapping[str, Any],
-    baseline: StoredRun,
-    candidate: StoredRun,
-    *,
-    margins: Mapping[str, float],
-    alpha: float,
-    looping_floor: float,
-    truncation_floor: float,
+    stored: Mapping[str, Any], baseline: StoredRun, candidate: StoredRun, settings: GateSettings
 ) -> Replayed:
-    """`margins`: per suite, as a share of accuracy (3 points is 0.03)."""
+    """The stored block's suites, each replayed or left to the fixed-size gate with a note."""
     paths: dict[str, dict[str, Any]] = {}
     notes: list[str] = []
     for suite, block in sorted(stored.items()):
@@ -54,14 +49,14 @@ def replay_sequential(
         except (KeyError, TypeError, ValueError) as error:
             notes.append(f"{suite}: the stored sequential block does not parse ({error!r}); judged fixed-size")
             continue
-        margin = margins.get(suite)
-        if margin is None or not (math.isclose(design.margin, margin) and math.isclose(design.alpha, alpha)):
+        margin, alpha = settings.margin_of(suite), settings.alpha
+        if not (math.isclose(design.margin, margin) and math.isclose(design.alpha, alpha)):
             notes.append(
                 f"{suite}: the run's sequential design was made for margin {design.margin * 100:g} pts at α "
-                f"{design.alpha:g}, not the {(margin or 0) * 100:g} pts at α {alpha:g} asked for; judged fixed-size"
+                f"{design.alpha:g}, not the {margin * 100:g} pts at α {alpha:g} asked for; judged fixed-size"
             )
             continue
-        rule = SequentialSuite(design, looping_floor=looping_floor, truncation_floor=truncation_floor)
+        rule = suite_rule(design, baseline, suite, order, settings)
         fed, blocked_by = _feed(rule, suite, order[: design.max_items], baseline, candidate)
         stop = rule.stop
         paths[suite] = {

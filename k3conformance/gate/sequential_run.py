@@ -23,7 +23,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from k3conformance.gate.decision import RATE_EVENTS
 from k3conformance.gate.plan import SuitePlan, plan_items
+from k3conformance.gate.sequential import SequentialDesign
 from k3conformance.gate.sequential_suite import SequentialSuite, Stop
 from k3conformance.gate.settings import GateSettings
 from k3conformance.gate.statistics import ItemTotals
@@ -104,9 +106,7 @@ class SequentialRun:
             except ValueError:
                 # No plan for this suite (a margin of 0): it runs fixed-size; the header said why.
                 continue
-            rule = SequentialSuite(
-                plan.design, looping_floor=options.repetition_floor, truncation_floor=options.truncation_floor
-            )
+            rule = suite_rule(plan.design, baseline, suite, order, options)
             run.suites[suite] = SuiteRun(plan=plan, order=order, seed=seed, rule=rule)
             run.ranks[suite] = {item: rank for rank, item in enumerate(order)}
         return run
@@ -227,6 +227,29 @@ def verdict_lines(paths: Mapping[str, Any]) -> list[str]:
             f"({path['samples_used']} samples){saved}"
         )
     return lines
+
+
+def monitored_floor(floor: float, baseline_events: int, baseline_items: int) -> float:
+    """The rate monitor's null: the larger of the floor and the baseline's own rate on the items
+    the rule may feed. The monitor asks whether the candidate loops (truncates) more than a
+    healthy deployment does; a floor under the baseline's own rate would FAIL an unchanged
+    deployment that loops as often as the baseline. Kept under 1/2, where no alternative of the
+    mixture (5× and up) is left and the monitor stays silent."""
+    rate = baseline_events / baseline_items if baseline_items else 0.0
+    return min(max(floor, rate), 0.5)
+
+
+def suite_rule(
+    design: SequentialDesign, baseline: StoredRun, suite: str, order: list[str], settings: GateSettings
+) -> SequentialSuite:
+    """The suite's rule, its monitors' floors set from the gate's floors and the baseline (for the
+    run and for its replay by `compare`, which must build the same rule)."""
+    items = set(order[: design.max_items]) & set(baseline.item_totals(suite))
+    floors = {
+        name: monitored_floor(settings.floor_of(name), *baseline.event_count(suite, event, items))
+        for name, event in RATE_EVENTS.items()
+    }
+    return SequentialSuite(design, looping_floor=floors["looping"], truncation_floor=floors["truncation"])
 
 
 def _plan_on(
