@@ -33,7 +33,8 @@ CHILD_OPTIONS = (
     "--k3-timeout",
     "120",
     # llama.cpp closes keep-alive connections idle for 5 s; a request that meets one
-    # closing is a transport error, which retries absorb.
+    # closing is a transport error, which retries absorb. Two: with two slots, two pooled
+    # connections can be stale at once (one retry was seen to fail twice, 2026-12-01).
     "--k3-retries",
     "2",
     "--k3-backoff",

@@ -63,10 +63,9 @@ SHAPE = "llamacpp-smollm2"
 RUN_OPTIONS = ("--k3-shape", SHAPE, "--k3-max-tokens", "32", "--k3-cache-prompt-words", "40")
 
 
-# One parameter, so that every test of this module has the same parameter id: under
-# `pytest -n 2` the plugin's scheduling then keeps them on one worker, and the suites
-# run once.
-@pytest.fixture(scope="module", params=["smollm2-135m"])
+# Under `pytest -n 2` the module's tests stay on one worker (tests/conftest.py), so the
+# suites run once.
+@pytest.fixture(scope="module")
 def llamacpp_run(tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
     project = tmp_path_factory.mktemp("llamacpp-project")
     return run_on_llamacpp(project, CONFORMANCE_SUITES, [*RUN_OPTIONS, "-k", KEYWORDS])

@@ -80,16 +80,10 @@ RUN_OPTIONS = (
     # few tokens (it writes no tool call at all); greedy, it follows the template's examples.
     "--k3-temperature",
     "0",
-    # Greedy decoding writes the same output again: one retry (for a keep-alive connection
-    # that llama.cpp closed) is enough, and each retry of a refused output costs a full answer.
-    "--k3-retries",
-    "1",
 )
 
 
-# One parameter id for every test of the module: under `pytest -n 2` the plugin's scheduling
-# keeps them on one worker, so one llama.cpp server runs at a time on the two cores.
-@pytest.fixture(scope="module", params=["smollm2-135m-k3"])
+@pytest.fixture(scope="module")
 def k3_run(tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
     project = tmp_path_factory.mktemp("llamacpp-k3")
     return run_on_llamacpp(project, SUITES, [*RUN_OPTIONS, "-k", KEYWORDS], K3_SETTINGS)
@@ -116,9 +110,6 @@ def test_k3_run_completes_against_the_k3_handler(k3_run: SuiteRun) -> None:
     assert ran == {*REASONING_CHECKS, *TOOL_CALL_CHECKS, *EXPECTED_FAILURES}, k3_run.diagnostics()
 
 
-# The checks are looped over, not parametrized: a parameter would change the tests' parameter
-# ids, and under `pytest -n 2` the plugin's scheduling would deal them to the other worker,
-# which would run the suites against a second server.
 def test_k3_parser_passes_the_reasoning_checks(k3_run: SuiteRun) -> None:
     # The think block goes through llama.cpp's K3 parser into reasoning_content, streamed and
     # not, before the answer, with no K3 markup left in either field.
@@ -166,10 +157,8 @@ def test_k3_tool_calls_are_parsed_streamed_and_not(k3_run: SuiteRun) -> None:
             assert isinstance(json.loads(call["function"]["arguments"]), dict)
 
 
-# The same parameter id as `k3_run`: the same worker, one server at a time.
-@pytest.mark.parametrize("model_name", ["smollm2-135m-k3"])
 def test_reasoning_format_none_fails_the_reasoning_checks_at_the_parser_layer(
-    model_name: str, tmp_path_factory: pytest.TempPathFactory
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     # The same server and template with llama.cpp's reasoning format set to none: a real
     # misconfigured server, which leaves the think text in `content`. (SmolLM2 does not close
@@ -198,11 +187,7 @@ AGENT_RUN_OPTIONS = (*RUN_OPTIONS, "--k3-limit", "2", "--k3-agent-turns", "3")
 STOP_REASONS = {"finished", "turn limit", "token budget", "wall time", "repeated action", "no tool call", "truncated"}
 
 
-# The same parameter id as `k3_run`: the same worker, one server at a time.
-@pytest.mark.parametrize("model_name", ["smollm2-135m-k3"])
-def test_agent_loop_turns_are_executed_recorded_and_classified(
-    model_name: str, tmp_path_factory: pytest.TempPathFactory
-) -> None:
+def test_agent_loop_turns_are_executed_recorded_and_classified(tmp_path_factory: pytest.TempPathFactory) -> None:
     project = tmp_path_factory.mktemp("llamacpp-agent")
     run = run_on_llamacpp(project, ["test_agentic_coding.py"], AGENT_RUN_OPTIONS, K3_SETTINGS)
     assert run.returncode in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), run.diagnostics()
