@@ -1,10 +1,12 @@
 """Fixtures for the plugin's own tests: a pytester project holding the smoke suite, and a
-reference deployment in a thread."""
+reference deployment in a thread; and the xdist scheduling that keeps the llama.cpp tests
+on one worker."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 # pytester's in-process runs unload whatever was first imported during a run; `datasets`
 # (with numpy and pyarrow) refuses to be loaded twice in a process, so it is loaded first.
@@ -34,3 +36,25 @@ def slow_reference() -> Iterator[RunningServer]:
     """A healthy reference deployment that takes 0.2 s per request."""
     with start_in_thread(get_profile("tp8"), latency_s=0.2) as server:
         yield server
+
+
+# The llama.cpp tests share module-scoped suite runs against a llama.cpp server. xdist's
+# `load` scheduling spreads a module's tests over both workers, so each worker ran the
+# suites, two servers at a time on the two cores (seen 2026-12-01). `--dist loadgroup` does
+# not help here: xdist 3.8 marks a group by rewriting `item._nodeid`, which pytest 9 no longer
+# reads. So under `load` the scheduler puts these modules into one scope (one worker, in
+# collection order) and every other test into its own, which `load` amounts to.
+LLAMACPP_MODULES = ("tests/test_llamacpp.py::", "tests/test_llamacpp_k3.py::")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LlamaCppOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "llamacpp" if nodeid.startswith(LLAMACPP_MODULES) else nodeid
+
+    return LlamaCppOnOneWorker(config, log)

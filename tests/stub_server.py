@@ -13,6 +13,15 @@ from typing import Any
 from aiohttp import web
 
 MODEL = "stub-model"
+# llama.cpp's answer when its parser refuses the model's output (xllamacpp 2026.10.11549): the
+# body of its HTTP 500, and in a stream the error event it sends instead of the next frame.
+PARSER_REFUSAL = {
+    "error": {
+        "code": 500,
+        "message": "The model produced output that does not match the expected peg-native format",
+        "type": "server_error",
+    }
+}
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
@@ -69,12 +78,17 @@ class Stub:
             return web.json_response(
                 {"error": {"message": "bad tool_choice", "type": "invalid_request_error"}}, status=400
             )
+        if action == "refuse" and not body.get("stream"):
+            return web.json_response(PARSER_REFUSAL, status=500)
         if not body.get("stream"):
             return web.json_response(completion())
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         await response.write(chunk({"role": "assistant"}))
         await response.write(chunk({"reasoning_content": "thinking"}))
+        if action == "refuse":
+            await response.write(f"data: {json.dumps(PARSER_REFUSAL)}\n\n".encode())
+            return response
         if action == "drop":
             # Close the connection mid-answer, without a finish frame or [DONE].
             request.transport.close()  # type: ignore[union-attr]

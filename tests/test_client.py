@@ -11,6 +11,7 @@ from stub_server import MODEL, serve_stub
 from k3conformance.endpoint.client import EndpointClient, RetryPolicy
 from k3conformance.endpoint.completion import Completion
 from k3conformance.endpoint.errors import ErrorClass, RequestError
+from k3conformance.probes.probe import ParserRefusal, Probe, ProbeResult, SampleResult
 from k3conformance.reference.profiles import get_profile
 from k3conformance.reference.server import start_in_thread
 
@@ -104,6 +105,40 @@ def test_a_4xx_is_an_api_rejection_and_not_retried() -> None:
     assert outcome.error_class is ErrorClass.API
     assert outcome.http_status == 400 and outcome.message == "bad tool_choice"
     assert attempts == 1 == stub.chat_requests
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_a_parser_refusal_is_retried_then_a_parser_fault(stream: bool) -> None:
+    # llama.cpp's HTTP 500 (or error event) saying its parser refused the model's output is
+    # retried like any 5xx; if it persists it is the server's parser failing, not an outage.
+    with serve_stub(["refuse"] * 3) as (url, stub):
+        outcome, attempts = send(url, {"model": MODEL, "messages": MESSAGES, "stream": stream}, retries=2)
+    assert isinstance(outcome, RequestError)
+    assert outcome.error_class is ErrorClass.PARSER and outcome.layer == "parser"
+    assert "does not match the expected peg-native format" in outcome.message
+    assert outcome.http_status == (None if stream else 500)
+    assert attempts == 3 == stub.chat_requests
+
+
+def test_a_parser_refusal_that_a_retry_clears_is_an_answer() -> None:
+    with serve_stub(["refuse"]) as (url, stub):
+        outcome, attempts = send(url, {"model": MODEL, "messages": MESSAGES}, retries=2)
+    assert isinstance(outcome, Completion) and outcome.content == "fine"
+    assert attempts == 2 == stub.chat_requests
+
+
+def test_a_parser_refusal_fails_the_check_at_the_parser_layer_and_is_no_infrastructure_error() -> None:
+    refusal = RequestError(
+        ErrorClass.PARSER,
+        "InternalServerError",
+        "The model produced output that does not match the expected peg-native format",
+        3,
+        500,
+    )
+    result = ProbeResult(Probe("tool_calls", "one-call", requests={"plain": {}}), [SampleResult(0, {"plain": refusal})])
+    assert result.infra_errors == []
+    with pytest.raises(ParserRefusal, match=r"^\[layer: parser\] expected a completion .*; got: .*peg-native"):
+        result.completion("plain")
 
 
 def test_an_unreachable_server_is_infrastructure() -> None:

@@ -16,27 +16,17 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import itertools
-import os
-import secrets
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
-from llamacpp_server import require_model
-from run_files import CONFORMANCE_SUITES, REPO, copy_suites, only_run, summary_of
+from llamacpp_server import SuiteRun, check_name, require_model, run_on_llamacpp, unscored_outcomes
+from run_files import CONFORMANCE_SUITES, REPO, summary_of
 
 from k3conformance.checks.parsers import available_parsers
 from k3conformance.endpoint import llamacpp
-from k3conformance.endpoint.llamacpp import MODEL_ALIAS, PARALLEL_SLOTS, running_llamacpp
+from k3conformance.endpoint.llamacpp import MODEL_ALIAS, PARALLEL_SLOTS
 from k3conformance.endpoint.preflight import REDACTED, fetch_server_info
-from k3conformance.runs.records import iter_records
 from k3conformance.terminal import describe_server
 
 # One authored tool-call item of each kind the checks are parametrized over (simple,
@@ -70,109 +60,15 @@ KEYWORDS = " or ".join(
     ("not (test_tool_calls.py or test_bfcl.py or test_tool_schemas.py)", *TOOL_CALL_ITEMS, *TOOL_SCHEMA_ITEMS)
 )
 SHAPE = "llamacpp-smollm2"
-RUN_OPTIONS = (
-    "--k3-shape",
-    SHAPE,
-    "--k3-max-tokens",
-    "32",
-    "--k3-cache-prompt-words",
-    "40",
-    "--k3-concurrency",
-    str(PARALLEL_SLOTS),
-    "--k3-timeout",
-    "120",
-    # llama.cpp closes keep-alive connections idle for 5 s; a request that meets one
-    # closing is a transport error, which retries absorb.
-    "--k3-retries",
-    "2",
-    "--k3-backoff",
-    "0.2",
-    "--tb=no",
-    "-p",
-    "no:cacheprovider",
-)
-# Not a timed assertion: a child run that hangs must not hang CI.
-CHILD_TIMEOUT_S = 1200
-FAILURE_LAYERS = ("parser", "api", "model")
+RUN_OPTIONS = ("--k3-shape", SHAPE, "--k3-max-tokens", "32", "--k3-cache-prompt-words", "40")
 
 
-@dataclass
-class SuiteRun:
-    returncode: int
-    stdout: str
-    stderr: str
-    results: Path
-    api_key: str
-    seconds: float
-    server_log: str
-
-    def diagnostics(self) -> str:
-        return (
-            f"exit status {self.returncode} after {self.seconds:.0f} s\n--- stdout (end) ---\n{self.stdout[-4000:]}"
-            f"\n--- stderr (end) ---\n{self.stderr[-2000:]}\n--- llama.cpp log (end) ---\n{self.server_log[-1500:]}"
-        )
-
-    @property
-    def run_dir(self) -> Path:
-        return only_run(self.results)
-
-    def records(self, kind: str) -> list[dict[str, Any]]:
-        return list(iter_records(self.run_dir, kind))
-
-
-def _child_environment(api_key: str) -> dict[str, str]:
-    # A developer's K3_* settings or pytest options must not redirect the child run.
-    inherited = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith("K3_") and name not in ("OPENAI_API_KEY", "PYTEST_ADDOPTS")
-    }
-    return {**inherited, "K3_API_KEY": api_key}
-
-
-def _run_suites(project: Path, base_url: str, api_key: str, arguments: list[str]) -> subprocess.CompletedProcess[str]:
-    """A child pytest in `project` against the server, with the module's small budgets."""
-    command = [sys.executable, "-m", "pytest", "--k3-endpoint", base_url, "--k3-results-dir", "out", *RUN_OPTIONS]
-    try:
-        return subprocess.run(
-            [*command, *arguments],
-            check=False,
-            cwd=project,
-            env=_child_environment(api_key),
-            capture_output=True,
-            text=True,
-            timeout=CHILD_TIMEOUT_S,
-        )
-    except subprocess.TimeoutExpired as timeout:
-        pytest.fail(f"the suites did not finish within {CHILD_TIMEOUT_S} s against llama.cpp:\n{timeout.stdout!r}")
-
-
-# One parameter, so that every test of this module has the same parameter id: under
-# `pytest -n 2` the plugin's scheduling then keeps them on one worker, and the suites
-# run once.
-@pytest.fixture(scope="module", params=["smollm2-135m"])
-def llamacpp_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SuiteRun]:
-    model = require_model()
+# Under `pytest -n 2` the module's tests stay on one worker (tests/conftest.py), so the
+# suites run once.
+@pytest.fixture(scope="module")
+def llamacpp_run(tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
     project = tmp_path_factory.mktemp("llamacpp-project")
-    copy_suites(project)
-    api_key = secrets.token_urlsafe(24)
-    with running_llamacpp(model, api_key) as server:
-        started = time.monotonic()
-        child = _run_suites(project, server.base_url, api_key, ["-k", KEYWORDS, *CONFORMANCE_SUITES])
-        yield SuiteRun(
-            returncode=child.returncode,
-            stdout=child.stdout,
-            stderr=child.stderr,
-            results=project / "out",
-            api_key=api_key,
-            seconds=time.monotonic() - started,
-            server_log=server.log_tail(),
-        )
-
-
-def _check_name(outcome: dict[str, Any]) -> str:
-    name = f"{outcome['suite']}/{str(outcome['test']).removeprefix('test_')}"
-    return name + (f"[{outcome['mode']}]" if outcome.get("mode") else "")
+    return run_on_llamacpp(project, CONFORMANCE_SUITES, [*RUN_OPTIONS, "-k", KEYWORDS])
 
 
 def _vendor_only(function: ast.FunctionDef) -> bool:
@@ -237,24 +133,13 @@ def test_every_check_runs_and_none_is_skipped(llamacpp_run: SuiteRun) -> None:
     outcomes = llamacpp_run.records("outcome")
     ran = {str(outcome["test"]) for outcome in outcomes}
     assert _suite_test_functions() - ran == set(), "these checks never ran against llama.cpp"
-    skipped = sorted(_check_name(outcome) for outcome in outcomes if outcome["outcome"] == "skipped")
+    skipped = sorted(check_name(outcome) for outcome in outcomes if outcome["outcome"] == "skipped")
     assert skipped == [], skipped
 
 
 def test_every_outcome_is_a_pass_or_a_failure_with_a_layer_and_a_reason(llamacpp_run: SuiteRun) -> None:
-    outcomes = llamacpp_run.records("outcome")
-    unscored = [
-        f"{_check_name(o)} {o['item']}: {o['outcome']}: {o['message'][:300]}"
-        for o in outcomes
-        if o["outcome"] not in ("passed", "failed")
-    ]
-    assert unscored == [], "checks against llama.cpp must end passed or failed:\n" + "\n".join(unscored)
-    for outcome in outcomes:
-        if outcome["outcome"] != "failed":
-            continue
-        layer, message = outcome["layer"], str(outcome["message"])
-        assert layer in FAILURE_LAYERS, f"{_check_name(outcome)}: layer {layer!r}: {message[:300]}"
-        assert message.startswith(f"[layer: {layer}] expected ") and "; got: " in message, message[:500]
+    unscored = unscored_outcomes(llamacpp_run.records("outcome"))
+    assert unscored == [], "checks against llama.cpp must end passed or failed with a layer:\n" + "\n".join(unscored)
 
 
 def test_no_reasoning_is_a_parser_failure(llamacpp_run: SuiteRun) -> None:
@@ -376,50 +261,3 @@ def test_a_missing_model_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match=r"CI is set, so the llama.cpp tests must run, not skip"):
         require_model()
-
-
-# The agent loop against llama.cpp: SmolLM2-135M will not solve a task, but every turn must
-# be sent, recorded and classified, the tasks scored by their hidden tests, and any tool
-# call it makes answered from the sandbox. Two tasks, three turns, 48 tokens per turn.
-AGENT_RUN_OPTIONS = ("--k3-limit", "2", "--k3-agent-turns", "3", "--k3-max-tokens", "48")
-STOP_REASONS = {"finished", "turn limit", "token budget", "wall time", "repeated action", "no tool call", "truncated"}
-
-
-# The same parameter id as `llamacpp_run`, so that under xdist both run on one worker, one
-# llama.cpp server at a time on the two cores.
-@pytest.mark.parametrize("model_name", ["smollm2-135m"])
-def test_agent_loop_turns_are_executed_recorded_and_classified(
-    model_name: str, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    model = require_model()
-    project = tmp_path_factory.mktemp("llamacpp-agent")
-    copy_suites(project, ["test_agentic_coding.py"])
-    api_key = secrets.token_urlsafe(24)
-    with running_llamacpp(model, api_key) as server:
-        child = _run_suites(project, server.base_url, api_key, [*AGENT_RUN_OPTIONS, "test_agentic_coding.py"])
-        log = server.log_tail()
-    diagnostics = f"exit status {child.returncode}\n{child.stdout[-4000:]}\n{child.stderr[-2000:]}\n{log[-1500:]}"
-    assert child.returncode in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), diagnostics
-    run_dir = only_run(project / "out")
-    assert summary_of(run_dir)["status"] == "complete", diagnostics
-    responses = {(record["item"], record["step"]): record for record in iter_records(run_dir, "response")}
-    outcomes = list(iter_records(run_dir, "outcome"))
-    assert {outcome["outcome"] for outcome in outcomes} <= {"passed", "failed"}, diagnostics
-    scored = [outcome for outcome in outcomes if outcome["test"] == "test_task_solved"]
-    assert len(scored) == 2 and all(outcome["outcome"] == "passed" for outcome in scored), diagnostics
-    for outcome in scored:
-        agent = outcome["score"]["details"][0]["agent"]
-        assert agent["stop_reason"] in STOP_REASONS and agent["hidden_tests"], agent
-        assert 1 <= len(agent["turns"]) <= 3
-        for turn in agent["turns"]:
-            record = responses[(outcome["item"], turn["step"])]
-            assert record["status"] == "ok" and turn["finish_reason"] == record["response"]["finish_reason"]
-            assert turn["prompt_tokens"] and isinstance(turn["invalid"], list)
-        # Every call the model made was answered in the next request, by its id.
-        for earlier, later in itertools.pairwise(agent["turns"]):
-            messages = responses[(outcome["item"], later["step"])]["request"]["messages"]
-            answered = {message.get("tool_call_id") for message in messages if message["role"] == "tool"}
-            calls = responses[(outcome["item"], earlier["step"])]["response"]["tool_calls"] or []
-            assert {call["id"] for call in calls} <= answered
-    failed = [outcome for outcome in outcomes if outcome["outcome"] == "failed"]
-    assert all(outcome["layer"] in FAILURE_LAYERS and "expected" in outcome["message"] for outcome in failed)

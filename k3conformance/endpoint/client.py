@@ -2,8 +2,10 @@
 
 Every request either yields a `Completion` or a `RequestError` whose class says who is
 to blame: `infra` (transport, timeout, 429, 5xx, dropped stream: retried, never scored
-as a wrong answer) or `api` (the server rejected the request with a 4xx). Whether the
-completion itself is right is for the suites to judge.
+as a wrong answer), `api` (the server rejected the request with a 4xx) or `parser` (a 5xx
+or error event in which the server says its own parser refused the model's output:
+retried like a 5xx, then failed by the checks at the parser layer; see `errors.py`).
+Whether the completion itself is right is for the suites to judge.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, TypeVar
 import openai
 
 from k3conformance.endpoint.completion import Completion, StreamAssembler, from_message
-from k3conformance.endpoint.errors import ErrorClass, RequestError
+from k3conformance.endpoint.errors import ErrorClass, RequestError, is_parser_refusal
 from k3conformance.endpoint.url import server_root, split_credentials
 
 T = TypeVar("T")
@@ -109,6 +111,12 @@ def _status_error_message(error: openai.APIStatusError) -> tuple[str, str | None
     return error.message, _excerpt(str(body) if body is not None else None)
 
 
+def _status_error_class(status: int, message: str) -> ErrorClass:
+    if status not in RETRYABLE_STATUS:
+        return ErrorClass.API
+    return ErrorClass.PARSER if is_parser_refusal(message) else ErrorClass.INFRA
+
+
 class EndpointClient:
     """One `AsyncOpenAI` client per process, bounded to `concurrency` requests in flight."""
 
@@ -151,7 +159,7 @@ class EndpointClient:
             except openai.APIStatusError as error:
                 message, excerpt = _status_error_message(error)
                 failure = RequestError(
-                    ErrorClass.INFRA if error.status_code in RETRYABLE_STATUS else ErrorClass.API,
+                    _status_error_class(error.status_code, message),
                     type(error).__name__,
                     message,
                     attempts,
@@ -168,8 +176,12 @@ class EndpointClient:
                 detail = f"{error} ({type(cause).__name__}: {cause})" if cause else str(error)
                 failure = RequestError(ErrorClass.INFRA, "ConnectionError", detail, attempts)
             except TransportFault as error:
-                # The server broke off mid-answer, which says nothing about the model.
-                failure = RequestError(ErrorClass.INFRA, error.kind, str(error), attempts)
+                # The server broke off mid-answer, which says nothing about the model,
+                # unless it says that its parser refused the model's output.
+                refused = error.kind == "ErrorEvent" and is_parser_refusal(str(error))
+                failure = RequestError(
+                    ErrorClass.PARSER if refused else ErrorClass.INFRA, error.kind, str(error), attempts
+                )
             if attempts > self._retry.retries:
                 return failure, attempts
             await asyncio.sleep(self._retry.delay(attempts - 1, retry_after))

@@ -1,16 +1,37 @@
 """How a request failed, and who is to blame: `infra` (transport, timeout, 429, 5xx, a
-dropped stream: retried, never scored as a wrong answer) or `api` (a 4xx rejection)."""
+dropped stream: retried, never scored as a wrong answer), `api` (a 4xx rejection) or
+`parser` (the server's own output parser refused what the model wrote).
+
+The `parser` class is llama.cpp's: when its chat parser cannot read the model's output (a
+tool call it does not accept, text after a closed message) its server answers HTTP 500
+"The model produced output that does not match the expected peg-native format" (in a
+stream: an error event with that message). It is retried like any 5xx, since sampling may
+write something else; if it persists, it is a parser fault an agent would hit, deterministic
+for that output, not an outage: the checks fail it with the `parser` layer.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 
 class ErrorClass(str, Enum):
     INFRA = "infra"
     API = "api"
+    PARSER = "parser"
+
+
+# llama.cpp's words (its server in xllamacpp 2026.10.11549) when its parser refuses the output; the format
+# named is the parser's kind ("peg-native" for the Kimi K3 handler).
+_PARSER_REFUSAL = re.compile(r"model produced output that does not match the expected [\w-]+ format")
+
+
+def is_parser_refusal(message: str) -> bool:
+    """Whether a server error's message is its output parser refusing the model's output."""
+    return _PARSER_REFUSAL.search(message) is not None
 
 
 @dataclass
@@ -30,6 +51,13 @@ class RequestError:
     @classmethod
     def from_record(cls, data: dict[str, Any]) -> RequestError:
         return cls(**{**data, "error_class": ErrorClass(data["error_class"])})
+
+    @property
+    def layer(self) -> Literal["parser", "api"]:
+        """The layer a check that reads this error as a result blames: the parser when the
+        server's parser refused the output, otherwise the API (a 4xx, or a 5xx where the
+        suite takes status errors as results)."""
+        return "parser" if self.error_class is ErrorClass.PARSER else "api"
 
     def describe(self) -> str:
         status = f"HTTP {self.http_status} " if self.http_status else ""

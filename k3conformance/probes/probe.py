@@ -101,6 +101,12 @@ class ApiRejection(AssertionError):
     """The server answered a request the suite considers valid with a 4xx."""
 
 
+class ParserRefusal(AssertionError):
+    """The server's own output parser refused what the model wrote (llama.cpp's HTTP 500
+    "does not match the expected ... format"), on every attempt: what an agent gets instead
+    of an answer, a fault of the parser layer, not of the model or the transport."""
+
+
 @dataclass
 class SampleResult:
     sample: int
@@ -130,9 +136,15 @@ class ProbeResult:
         return self.samples[sample].outcomes[step]
 
     def completion(self, step: str, sample: int = 0) -> Completion:
-        """The completion of one step; a 4xx fails the test as an `api` fault."""
+        """The completion of one step; a 4xx fails the test as an `api` fault, a refusal of
+        the server's parser as a `parser` fault."""
         __tracebackhide__ = True
         outcome = self.outcome(step, sample)
+        if isinstance(outcome, RequestError) and outcome.error_class is ErrorClass.PARSER:
+            raise ParserRefusal(
+                f"[layer: parser] expected a completion for {self.probe.suite}/{self.probe.item} step {step!r}; "
+                f"got: the server's parser refused the model's output: {outcome.describe()}"
+            )
         if isinstance(outcome, RequestError):
             raise ApiRejection(
                 f"[layer: api] expected a completion for {self.probe.suite}/{self.probe.item} step {step!r}; "
