@@ -355,9 +355,10 @@ class RunHooks:
             for line in [*metric_lines(state.tallies), *failure_lines(state.tallies)]:
                 write(line)
         stats = state.stats
+        refused = f", {stats.parser_refusals} refused by the server's parser" if stats.parser_refusals else ""
         write(
             f"requests: {stats.sent} sent ({stats.attempts} attempts), {stats.resumed} reused from an earlier "
-            f"session, {stats.infra_errors} infrastructure errors, {stats.api_errors} rejected (4xx)"
+            f"session, {stats.infra_errors} infrastructure errors, {stats.api_errors} rejected (4xx){refused}"
         )
         write(f"run {state.run_dir.name} ({state.status}): records in {state.run_dir}")
         if state.status != STATUS_COMPLETE:

@@ -263,7 +263,9 @@ class RunState:
             stats.sent += 1
             stats.attempts += int(record.get("attempts", 1))
             stats.infra_errors += record.get("status") == "infra_error"
-            stats.api_errors += record.get("status") == "api_error"
+            refused = (record.get("error") or {}).get("error_class") == "parser"
+            stats.parser_refusals += refused
+            stats.api_errors += record.get("status") == "api_error" and not refused
         self.stats = stats
 
     def final_status(self, exit_status: int, stopped_early: bool) -> RunStatus:

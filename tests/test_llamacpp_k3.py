@@ -143,6 +143,10 @@ def test_k3_parser_refusals_are_recorded_as_parser_errors(k3_run: SuiteRun) -> N
         error = record["error"]
         assert error["error_class"] == "parser" and record["request"]["tool_choice"] == "none", error
         assert "does not match the expected peg-native format" in error["message"], error
+    # Counted apart from the 4xx rejections, in the summary and on the terminal.
+    requests = summary_of(k3_run.run_dir)["requests"]
+    assert requests["parser_refusals"] == len(refused) and requests["api_errors"] == 0, requests
+    assert f"0 rejected (4xx), {len(refused)} refused by the server's parser" in k3_run.stdout
 
 
 def test_k3_tool_calls_are_parsed_streamed_and_not(k3_run: SuiteRun) -> None:

@@ -13,6 +13,8 @@ class RequestCounters:
     resumed: int = 0
     infra_errors: int = 0
     api_errors: int = 0
+    # Answers the server's own parser refused (endpoint/errors.py); not among the 4xx rejections.
+    parser_refusals: int = 0
 
     def merge(self, other: Mapping[str, int]) -> None:
         for name, value in other.items():
