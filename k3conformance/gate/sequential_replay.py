@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from k3conformance.gate.sequential import SequentialDesign
-from k3conformance.gate.sequential_run import suite_rule
+from k3conformance.gate.sequential_run import suite_path, suite_rule
 from k3conformance.gate.sequential_suite import SequentialSuite
 from k3conformance.gate.settings import GateSettings
 from k3conformance.gate.statistics import ItemTotals
@@ -58,19 +58,16 @@ def replay_sequential(
             continue
         rule = suite_rule(design, baseline, suite, order, settings)
         fed, blocked_by = _feed(rule, suite, order[: design.max_items], baseline, candidate)
-        stop = rule.stop
-        paths[suite] = {
-            **rule.to_dict(),
-            "order_seed": block.get("order_seed"),
-            "order": order,
-            "max_items": design.max_items,
-            "samples_used": sum(candidate.item_totals(suite)[item].samples for item in order[:fed]),
-            "blocked_by": blocked_by,
-            "stopped_early": stop is not None and stop.items < design.max_items,
-            "cancelled_items": list(block.get("cancelled_items") or []),
-            "requests_saved": int(block.get("requests_saved") or 0),
-            "output_tokens_saved": int(block.get("output_tokens_saved") or 0),
-        }
+        paths[suite] = suite_path(
+            rule,
+            order=order,
+            seed=block.get("order_seed"),
+            samples_used=sum(candidate.item_totals(suite)[item].samples for item in order[:fed]),
+            blocked_by=blocked_by,
+            cancelled_items=list(block.get("cancelled_items") or []),
+            requests_saved=int(block.get("requests_saved") or 0),
+            output_tokens_saved=int(block.get("output_tokens_saved") or 0),
+        )
     return Replayed(paths, notes)
 
 

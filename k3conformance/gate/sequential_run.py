@@ -184,25 +184,46 @@ class SequentialRun:
 
     def to_summary(self) -> dict[str, Any]:
         """For summary.json and gate.json: per suite the order, the seed, the whole path and the savings."""
-        out: dict[str, Any] = {}
-        for suite, entry in self.suites.items():
-            stop = entry.rule.stop
-            out[suite] = {
-                **entry.rule.to_dict(),
-                "order_seed": entry.seed,
-                "order": entry.order,
-                "max_items": entry.plan.design.max_items,
-                "samples_used": entry.samples_used,
-                "blocked_by": entry.blocked_by,
-                "stopped_early": stop is not None and stop.items < entry.plan.design.max_items,
-                "cancelled_items": entry.cancelled_items,
-                "requests_saved": entry.requests_saved,
-                "output_tokens_saved": entry.output_tokens_saved,
-            }
-        return out
+        return {
+            suite: suite_path(
+                entry.rule,
+                order=entry.order,
+                seed=entry.seed,
+                samples_used=entry.samples_used,
+                blocked_by=entry.blocked_by,
+                cancelled_items=entry.cancelled_items,
+                requests_saved=entry.requests_saved,
+                output_tokens_saved=entry.output_tokens_saved,
+            )
+            for suite, entry in self.suites.items()
+        }
 
-    def verdict_lines(self) -> list[str]:
-        return verdict_lines(self.to_summary())
+
+def suite_path(
+    rule: SequentialSuite,
+    *,
+    order: list[str],
+    seed: int | None,
+    samples_used: int,
+    blocked_by: str | None,
+    cancelled_items: list[str],
+    requests_saved: int,
+    output_tokens_saved: int,
+) -> dict[str, Any]:
+    """One suite's sequential block, as the run stores it and `compare` replays it."""
+    stop, maximum = rule.stop, rule.design.max_items
+    return {
+        **rule.to_dict(),
+        "order_seed": seed,
+        "order": order,
+        "max_items": maximum,
+        "samples_used": samples_used,
+        "blocked_by": blocked_by,
+        "stopped_early": stop is not None and stop.items < maximum,
+        "cancelled_items": cancelled_items,
+        "requests_saved": requests_saved,
+        "output_tokens_saved": output_tokens_saved,
+    }
 
 
 def verdict_lines(paths: Mapping[str, Any]) -> list[str]:
