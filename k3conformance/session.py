@@ -262,10 +262,8 @@ class RunState:
                 continue
             stats.sent += 1
             stats.attempts += int(record.get("attempts", 1))
-            stats.infra_errors += record.get("status") == "infra_error"
-            refused = (record.get("error") or {}).get("error_class") == "parser"
-            stats.parser_refusals += refused
-            stats.api_errors += record.get("status") == "api_error" and not refused
+            if record.get("status") != "ok":
+                stats.count_failure(record["error"]["error_class"])
         self.stats = stats
 
     def final_status(self, exit_status: int, stopped_early: bool) -> RunStatus:

@@ -16,6 +16,15 @@ class RequestCounters:
     # Answers the server's own parser refused (endpoint/errors.py); not among the 4xx rejections.
     parser_refusals: int = 0
 
+    def count_failure(self, error_class: str) -> None:
+        """One request answered with no completion, counted by who is to blame (endpoint/errors.ErrorClass)."""
+        if error_class == "infra":
+            self.infra_errors += 1
+        elif error_class == "parser":
+            self.parser_refusals += 1
+        else:
+            self.api_errors += 1
+
     def merge(self, other: Mapping[str, int]) -> None:
         for name, value in other.items():
             setattr(self, name, getattr(self, name) + int(value))

@@ -282,12 +282,8 @@ class Runner:
             record["status"], record["response"] = "ok", outcome.to_record()
             spend.output_tokens += int((outcome.usage or {}).get("completion_tokens") or 0)
         else:
-            infra = outcome.error_class is ErrorClass.INFRA
-            refused = outcome.error_class is ErrorClass.PARSER
-            self.stats.infra_errors += infra
-            self.stats.parser_refusals += refused
-            self.stats.api_errors += not (infra or refused)
-            record["status"] = "infra_error" if infra else "api_error"
+            self.stats.count_failure(outcome.error_class.value)
+            record["status"] = "infra_error" if outcome.error_class is ErrorClass.INFRA else "api_error"
             record["error"] = outcome.to_record()
         self._writer.write(record)
         return outcome
