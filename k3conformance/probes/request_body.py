@@ -18,14 +18,9 @@ DEFAULT_MAX_TOKENS = 4096
 
 
 def thinking_parameters(think_mode: str, effort: str) -> dict[str, Any]:
-    """K3's thinking switch as each kind of server takes it; `reasoning_effort` overrides the
-    effort in both."""
-    if think_mode == "kimi":
-        return {"thinking": {"type": "enabled", "keep": "all", "effort": effort}, "reasoning_effort": effort}
-    return {
-        "chat_template_kwargs": {"thinking": True, "preserve_thinking": True, "thinking_effort": effort},
-        "reasoning_effort": effort,
-    }
+    """K3's thinking switch as each kind of server takes it, earlier reasoning kept, and the same
+    effort in `reasoning_effort` too (what every probe sends unless its thinking is as given)."""
+    return {**thinking_fields(think_mode, effort=effort, keep=True), "reasoning_effort": effort}
 
 
 def thinking_fields(
