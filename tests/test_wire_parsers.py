@@ -235,18 +235,25 @@ def test_without_its_reasoning_parser_vllm_drops_the_think_block_whole_and_leaks
     )
 
 
+def reference_stream(completion: Completion, parser: WireParser, *, parse_tools: bool) -> list[str]:
+    """The SSE frames of the reference server's stream of `completion`, read by `parser`."""
+    return list(
+        stream_frames(
+            completion,
+            response_id="r",
+            created=0,
+            model="m",
+            include_usage=False,
+            faults=frozenset(),
+            parser=parser,
+            parse_tools=parse_tools,
+        )
+    )
+
+
 def vllm_stream_deltas(completion: Completion, parser: WireParser, *, parse_tools: bool) -> list[dict[str, Any]]:
     """The deltas of the reference server's stream of `completion`, read by `parser`."""
-    frames = stream_frames(
-        completion,
-        response_id="r",
-        created=0,
-        model="m",
-        include_usage=False,
-        faults=frozenset(),
-        parser=parser,
-        parse_tools=parse_tools,
-    )
+    frames = reference_stream(completion, parser, parse_tools=parse_tools)
     chunks = [json.loads(frame.removeprefix("data: ")) for frame in frames if frame != "data: [DONE]\n\n"]
     return [chunk["choices"][0]["delta"] for chunk in chunks]
 
@@ -285,18 +292,7 @@ def test_the_reference_server_puts_vllms_reasoning_where_vllm_does() -> None:
         ANSWER, response_id="r", created=0, model="m", faults=frozenset(), parser=parser, parse_tools=False
     )["choices"][0]["message"]
     assert message["reasoning"] == ANSWER.reasoning and "reasoning_content" not in message
-    frames = "".join(
-        stream_frames(
-            ANSWER,
-            response_id="r",
-            created=0,
-            model="m",
-            include_usage=False,
-            faults=frozenset(),
-            parser=parser,
-            parse_tools=False,
-        )
-    )
+    frames = "".join(reference_stream(ANSWER, parser, parse_tools=False))
     assert '"reasoning":' in frames and "reasoning_content" not in frames
 
 
