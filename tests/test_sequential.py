@@ -272,3 +272,13 @@ def test_the_look_chart_draws_each_look_against_its_bounds() -> None:
         "coding: FAIL by the looping monitor after 2 items, before look 1 "
         "(3 looks planned at 100, 200, 300 items; no look taken)"
     ]
+
+
+def test_a_sequential_block_that_is_not_a_table_of_suites_is_replayed_to_nothing() -> None:
+    from k3conformance.gate.sequential_replay import replay_sequential
+    from k3conformance.gate.settings import GateSettings
+    from k3conformance.runs.stored import StoredRun
+
+    empty = StoredRun({"suites": {}}, None)  # type: ignore[typeddict-item]
+    replayed = replay_sequential(["x"], empty, empty, GateSettings())  # type: ignore[arg-type]
+    assert replayed.paths == {} and "not a table of suites" in replayed.notes[0]

@@ -43,6 +43,8 @@ def replay_sequential(
     """The stored block's suites, each replayed or left to the fixed-size gate with a note."""
     paths: dict[str, dict[str, Any]] = {}
     notes: list[str] = []
+    if not isinstance(stored, Mapping):
+        return Replayed(paths, ["the stored sequential block is not a table of suites; every suite judged fixed-size"])
     for suite, block in sorted(stored.items()):
         try:
             design, order = _design_of(block), [str(item) for item in block["order"]]
