@@ -47,6 +47,16 @@ def test_response_format_json_schema(probe: Probe, mode: str, k3_result: ProbeRe
     checks.check_response_format_json_schema(k3_result.completion(mode), SCHEMAS[probe.item], mode)
 
 
+# Vendor mode: Moonshot's API writes structured output as compact JSON, with no newline or tab
+# (KVV test_response_format_with); open-source grammars may allow any whitespace, which is
+# still valid JSON, so only --k3-vendor checks it.
+@pytest.mark.k3_vendor
+@pytest.mark.parametrize("probe", PROBES, ids=str)
+@pytest.mark.parametrize("mode", MODES)
+def test_json_schema_output_compact(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
+    checks.check_json_schema_output_compact(k3_result.completion(mode), mode)
+
+
 # The other response_format modes (Kimi's API documents text, json_object and json_schema;
 # json_schema strict false guarantees only valid JSON), on the first item's prompt.
 FIRST = FIXTURE.items[0]

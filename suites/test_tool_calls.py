@@ -222,17 +222,62 @@ DYNAMIC_PROMPT = "What is the weather in Beijing right now? Look it up with a to
 WEATHER = TOOLS["get_weather"]
 
 
-def _dynamic_request(mode: str, *, with_global: bool) -> dict[str, Any]:
-    request: dict[str, Any] = {
-        "messages": [
-            {"role": "system", "content": "You are a helpful assistant."},
-            {"role": "system", "content": "", "tools": [WEATHER]},
-            {"role": "user", "content": DYNAMIC_PROMPT},
-        ],
-        "tool_choice": "required",
-        "stream": mode == "stream",
-    }
-    if with_global:
+# The weather tool with its parameters nested one object deeper (KVV's nested-schema case).
+NESTED_WEATHER: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": WEATHER["function"]["description"],
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "location": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
+                    "required": ["city"],
+                }
+            },
+            "required": ["location"],
+        },
+    },
+}
+SYSTEM_PROMPT = {"role": "system", "content": "You are a helpful assistant."}
+USER_TURN = {"role": "user", "content": DYNAMIC_PROMPT}
+
+
+def _declaring(*tools: Mapping[str, Any]) -> dict[str, Any]:
+    return {"role": "system", "content": "", "tools": list(tools)}
+
+
+# Where and how the weather tool is declared, after KVV's positive dynamic-tool cases: each
+# variant is a place a server's handling of messages[].tools can miss it.
+DYNAMIC_VARIANTS: dict[str, tuple[str, list[dict[str, Any]], Mapping[str, Any]]] = {
+    "only-dynamic": ("only dynamic tools", [SYSTEM_PROMPT, _declaring(WEATHER), USER_TURN], WEATHER),
+    "with-global": ("dynamic and global tools", [SYSTEM_PROMPT, _declaring(WEATHER), USER_TURN], WEATHER),
+    "last-message": ("declared after the user turn", [SYSTEM_PROMPT, USER_TURN, _declaring(WEATHER)], WEATHER),
+    "three-in-one": (
+        "three tools in one message",
+        [_declaring(TOOLS["send_email"], WEATHER, TOOLS["track_package"]), USER_TURN],
+        WEATHER,
+    ),
+    "two-messages": (
+        "two messages with distinct tools",
+        [_declaring(TOOLS["send_email"]), _declaring(WEATHER), USER_TURN],
+        WEATHER,
+    ),
+    "nested-schema": ("a nested parameter schema", [_declaring(NESTED_WEATHER), USER_TURN], NESTED_WEATHER),
+    "strict-false": (
+        "declared with strict false",
+        [_declaring({"type": "function", "function": {**WEATHER["function"], "strict": False}}), USER_TURN],
+        WEATHER,
+    ),
+}
+
+
+def _dynamic_request(variant: str, mode: str) -> dict[str, Any]:
+    _, messages, _ = DYNAMIC_VARIANTS[variant]
+    request: dict[str, Any] = {"messages": messages, "tool_choice": "required", "stream": mode == "stream"}
+    if variant == "with-global":
         request["tools"] = [TOOLS["send_email"]]
     return request
 
@@ -240,11 +285,7 @@ def _dynamic_request(mode: str, *, with_global: bool) -> dict[str, Any]:
 DYNAMIC = Probe(
     SUITE,
     "dynamic-tools",
-    requests={
-        f"{variant}-{mode}": _dynamic_request(mode, with_global=variant == "with-global")
-        for variant in ("only-dynamic", "with-global")
-        for mode in MODES
-    },
+    requests={f"{variant}-{mode}": _dynamic_request(variant, mode) for variant in DYNAMIC_VARIANTS for mode in MODES},
     samples=1,
     max_tokens=MAX_TOKENS,
     data=AUTHORED.provenance(),
@@ -254,10 +295,8 @@ DYNAMIC = Probe(
 @pytest.mark.parametrize("probe", [DYNAMIC], ids=str)
 @modes
 def test_dynamic_tools_called(probe: Probe, mode: str, k3_result: ProbeResult) -> None:
-    for variant, context in (("only-dynamic", "only dynamic tools"), ("with-global", "dynamic and global tools")):
-        checks.check_dynamic_tools_called(
-            k3_result.completion(f"{variant}-{mode}"), "get_weather", f"{context}, {mode}"
-        )
+    for variant, (context, _, tool) in DYNAMIC_VARIANTS.items():
+        checks.check_dynamic_tools_called(k3_result.completion(f"{variant}-{mode}"), tool, f"{context}, {mode}")
 
 
 # --- histories written by other clients ----------------------------------------------

@@ -23,6 +23,8 @@ TARGETS: dict[str, tuple[str, str]] = {
     "drops-reasoning-history": ("reasoning/multi_turn_with_reasoning_history[plain]", "api"),
     "duplicate-tool-ids": ("tool_calls/tool_call_ids[plain]", "parser"),
     "dynamic-tools-ignored": ("tool_calls/dynamic_tools_called[plain]", "api"),
+    "dynamic-tools-leading-only": ("tool_calls/dynamic_tools_called[plain]", "api"),
+    "json-output-indented": ("structured_output/json_schema_output_compact[plain]", "api"),
     "dynamic-tools-unvalidated": ("request_validation/malformed_dynamic_tools_rejected[plain]", "api"),
     "eager-tool-calls": ("tool_calls/irrelevant_prompt_makes_no_call[plain]", "model"),
     "effort-ignored": ("reasoning/effort_orders_reasoning_length[plain]", "api"),
@@ -104,6 +106,14 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
         "request_validation/malformed_dynamic_tools_rejected[stream]",
         "tool_calls/dynamic_tools_called[plain]",
         "tool_calls/dynamic_tools_called[stream]",
+    },
+    "dynamic-tools-leading-only": {
+        "tool_calls/dynamic_tools_called[plain]",
+        "tool_calls/dynamic_tools_called[stream]",
+    },
+    "json-output-indented": {
+        "structured_output/json_schema_output_compact[plain]",
+        "structured_output/json_schema_output_compact[stream]",
     },
     "dynamic-tools-unvalidated": {
         "request_validation/malformed_dynamic_tools_rejected[plain]",
@@ -456,6 +466,7 @@ EXTRA_ARGUMENTS = {
     "reasoning-field-vllm": ["--k3-strict-reasoning-field"],
     "sampling-params-unlocked": ["--k3-vendor"],
     "own-sampling-defaults": ["--k3-vendor"],
+    "json-output-indented": ["--k3-vendor"],
     "tp8": ["--k3-vendor"],
 }
 

@@ -834,6 +834,26 @@ def tools_in_messages_are_dropped(faulty: RunningServer, healthy: RunningServer)
     assert post(faulty, DYNAMIC_ONLY)[0] == 400  # required, and no tools left
 
 
+@shows("dynamic-tools-leading-only")
+def tools_declared_after_the_user_turn_are_dropped(faulty: RunningServer, healthy: RunningServer) -> None:
+    user_turn, declaring = DYNAMIC_ONLY["messages"][1], DYNAMIC_ONLY["messages"][0]
+    late = {**DYNAMIC_ONLY, "messages": [user_turn, declaring]}
+    assert call_names(answer(healthy, late, stream=False)) == ["get_weather"]
+    assert post(faulty, late)[0] == 400  # required, and no tools left
+    # Declared before the first user turn, the same tool is read.
+    assert call_names(answer(faulty, DYNAMIC_ONLY, stream=False)) == ["get_weather"]
+
+
+@shows("json-output-indented")
+def structured_answers_are_indented(faulty: RunningServer, healthy: RunningServer) -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    response_format = {"type": "json_schema", "json_schema": {"name": "city", "schema": schema, "strict": True}}
+    for server, lines in ((healthy, 1), (faulty, 3)):
+        content = answer(server, user("Which city? Answer in JSON.", response_format=response_format), stream=False)
+        assert len(str(content.content).splitlines()) == lines
+        assert json.loads(str(content.content)).keys() == {"city"}
+
+
 @shows("dynamic-tools-unvalidated")
 def malformed_tools_in_messages_are_answered(faulty: RunningServer, healthy: RunningServer) -> None:
     for tools in ([function_tool("1bad")], [{"type": "bogus"}], [None]):

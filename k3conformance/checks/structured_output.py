@@ -45,6 +45,19 @@ def check_response_format_json_schema(completion: Completion, schema: Mapping[st
     expect(not errors, layer="api", expected=f"content valid against the schema ({mode})", got="; ".join(errors[:3]))
 
 
+def check_json_schema_output_compact(completion: Completion, mode: str) -> None:
+    """Vendor mode: json_schema output on one line, no newline or tab (Moonshot's API; KVV)."""
+    __tracebackhide__ = True
+    content = completion.content or ""
+    expect(
+        "\n" not in content and "\t" not in content,
+        layer="api",
+        expected=f"compact JSON content, with no newline or tab ({mode})",
+        got=f"{content.count(chr(10))} newline(s), {content.count(chr(9))} tab(s): {excerpt(content)}",
+        hint="the structured-output grammar allows any whitespace (xgrammar any_whitespace); Moonshot's API does not",
+    )
+
+
 def check_json_object_content(completion: Completion, context: str) -> None:
     """response_format json_object, or json_schema with strict false: content is a JSON object."""
     __tracebackhide__ = True

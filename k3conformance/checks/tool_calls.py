@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from k3conformance.checks.failures import K3ConformanceWarning, Layer, expect
@@ -358,9 +358,11 @@ def check_round_trip_uses_tool_result(turns: Sequence[Completion], answer_contai
     check_answer_uses_result(turns[2], answer_contains, mode)
 
 
-def check_dynamic_tools_called(completion: Completion, name: str, context: str) -> None:
-    """tool_choice required, and the only fitting tool declared inside a system message."""
+def check_dynamic_tools_called(completion: Completion, tool: Mapping[str, Any], context: str) -> None:
+    """tool_choice required, and the only fitting tool declared inside a system message: it is
+    called, with arguments valid against the schema it was declared with there."""
     __tracebackhide__ = True
+    name = tool["function"]["name"]
     called = [call["function"]["name"] for call in completion.tool_calls or ()]
     expect(
         name in called,
@@ -369,6 +371,9 @@ def check_dynamic_tools_called(completion: Completion, name: str, context: str) 
         got=f"calls {called}, content {excerpt(completion.content)}",
         hint="the server must read messages[].tools (a K3 API feature) and add them to the request's tools",
     )
+    # Only the calls to this tool: where several tools are declared, calling another one too is allowed.
+    own = [call for call in calls_of(completion) if call["function"]["name"] == name]
+    check_arguments_match_schema(argument_report(replace(completion, tool_calls=own), {name: tool}), context)
 
 
 def check_history_from_other_clients(completion: Completion, answer_contains: str, mode: str) -> None:

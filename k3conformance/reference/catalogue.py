@@ -251,6 +251,16 @@ FAULTS: tuple[Fault, ...] = (
         "tools declared inside system messages (messages[].tools, a K3 API feature) dropped as an unknown field: those tools are never called, tool_choice required with only them is refused",
     ),
     Fault(
+        "dynamic-tools-leading-only",
+        "conformance",
+        "the chat template collects messages[].tools only from the system messages before the first user turn (it renders them in the prompt's preamble): a tool declared by a system message later in the conversation is dropped, and tool_choice required with only it is refused",
+    ),
+    Fault(
+        "json-output-indented",
+        "conformance",
+        "the structured-output grammar allows any whitespace (xgrammar's any_whitespace), and JSON answers under response_format arrive indented over several lines: valid JSON, not the compact form Moonshot's API returns: a fault only for a vendor build (--k3-vendor)",
+    ),
+    Fault(
         "dynamic-tools-unvalidated",
         "conformance",
         "malformed tools inside messages (bogus type, missing name, invalid names, tools on a user turn) answered 200 instead of rejected with 400",

@@ -141,6 +141,18 @@ def ignores_dynamic_tools(faults: frozenset[str]) -> bool:
     return "dynamic-tools-ignored" in faults
 
 
+def structured_json(faults: frozenset[str], value: Any) -> str:
+    """The text of a JSON answer under response_format: on one line, as Moonshot's API writes it,
+    or (json-output-indented) over several lines, as a grammar that allows any whitespace lets
+    the model write it."""
+    return json.dumps(value, ensure_ascii=False, indent=2 if "json-output-indented" in faults else None)
+
+
+def reads_dynamic_tools_at(faults: frozenset[str], index: int, first_user: int) -> bool:
+    """dynamic-tools-leading-only: only the system messages before the first user turn declare tools."""
+    return "dynamic-tools-leading-only" not in faults or index < first_user
+
+
 # The keywords a grammar backend that only knows types drops (schema-constraints-dropped).
 _CONSTRAINT_KEYWORDS = frozenset(
     {

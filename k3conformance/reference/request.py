@@ -154,8 +154,11 @@ def _all_tools(raw: Any, messages: tuple[Mapping[str, Any], ...], faults: frozen
             raise _bad("`tools` must be a list", "tools")
         declarations += [(f"tools[{index}]", tool) for index, tool in enumerate(raw)]
     if not fault_hooks.ignores_dynamic_tools(faults):
+        first_user = next((index for index, message in enumerate(messages) if message["role"] == "user"), len(messages))
         for index, message in enumerate(messages):
             if "tools" not in message or message["role"] not in DYNAMIC_TOOL_ROLES:
+                continue
+            if not fault_hooks.reads_dynamic_tools_at(faults, index, first_user):
                 continue
             dynamic = message["tools"]
             where = f"messages[{index}].tools"

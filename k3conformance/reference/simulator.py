@@ -203,13 +203,14 @@ class Simulator:
             schema = response_format["json_schema"]["schema"]
             Draft202012Validator.check_schema(schema)
             fixture_answer = _as_json(correct_item.answer) if correct_item else None
+            faults = self.profile.faults
             if fixture_answer is not None and Draft202012Validator(schema).is_valid(fixture_answer):
-                return json.dumps(fixture_answer, ensure_ascii=False)
-            return json.dumps(example_value(schema), ensure_ascii=False)
+                return fault_hooks.structured_json(faults, fixture_answer)
+            return fault_hooks.structured_json(faults, example_value(schema))
         if response_format.get("type") == "json_object":
             fixture_answer = _as_json(correct_item.answer) if correct_item else None
             value = fixture_answer if isinstance(fixture_answer, dict) else {"answer": reply}
-            return json.dumps(value, ensure_ascii=False)
+            return fault_hooks.structured_json(self.profile.faults, value)
         return reply
 
 
