@@ -54,6 +54,9 @@ def _probe(tasks: TaskSet, task: AgentTask) -> Probe:
         task.id,
         conversation=conversation,
         max_tokens=MAX_TOKENS,
+        # Long-output kinds are where a broken kernel loops: a limited run keeps every kind, and
+        # the sequential gate's committed order holds every kind in proportion at every look.
+        kind=task.kind,
         data={"dataset": tasks.name, "dataset_sha256": tasks.sha256},
     )
 

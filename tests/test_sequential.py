@@ -232,15 +232,36 @@ def test_a_suite_that_cannot_be_planned_runs_fixed_size() -> None:
         str(i): {"samples": 1, "correct": float(i % 2), "looping": 0, "truncated": 0, "no_answer": 0} for i in range(50)
     }
     baseline = StoredRun({"suites": {"coding": {"scores": scores}, "math": {"scores": scores}}}, None)
-    collected = {"coding": list(scores), "math": list(scores)}
+    collected = {"coding": dict.fromkeys(scores, ""), "math": dict.fromkeys(scores, "")}
     settings = GateSettings(alpha=0.05, margin=3.0, margins=(("math", 0.0),), looks=5, max_items=None)
     run = SequentialRun.start(baseline, settings, "run-1", collected)
     # math has a margin of 0: no sequential plan, so it is not gated sequentially.
     assert list(run.suites) == ["coding"]
     # The committed order is a seeded permutation: the same for the same run, another for another run.
-    assert run.suites["coding"].order == committed_order(scores, "run-1", "coding")[0]
-    assert run.suites["coding"].order != committed_order(scores, "run-2", "coding")[0]
+    assert run.suites["coding"].order == committed_order(collected["coding"], "run-1", "coding")[0]
+    assert run.suites["coding"].order != committed_order(collected["coding"], "run-2", "coding")[0]
     assert sorted(run.suites["coding"].order) == sorted(scores)
+
+
+def test_the_committed_order_holds_every_kind_in_proportion_at_every_prefix() -> None:
+    from k3conformance.gate.sequential_run import committed_order
+
+    # The agentic suite's mix: 35 bug fixes, 10 features, 10 refactors, 5 modules.
+    counts = {"bugfix": 35, "feature": 10, "refactor": 10, "spec": 5}
+    kinds = {f"{kind}-{index}": kind for kind, count in counts.items() for index in range(count)}
+    orders = set()
+    for run_id in ("run-1", "run-2", "run-3"):
+        order, _ = committed_order(kinds, run_id, "agentic_coding")
+        assert sorted(order) == sorted(kinds)
+        orders.add(tuple(order))
+        for prefix in range(1, len(order) + 1):
+            seen = [kinds[item] for item in order[:prefix]]
+            for kind, count in counts.items():
+                assert abs(seen.count(kind) - prefix * count / len(kinds)) < 1, (run_id, prefix, kind)
+        # The same run id gives the same order (a replay rebuilds it).
+        assert committed_order(kinds, run_id, "agentic_coding")[0] == order
+    # Within each kind the order is a seeded shuffle: another run, another order.
+    assert len(orders) == 3
 
 
 def test_the_look_chart_draws_each_look_against_its_bounds() -> None:

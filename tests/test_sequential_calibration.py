@@ -164,3 +164,34 @@ def test_a_wald_sprt_that_assumes_the_discordance_is_not_valid() -> None:
     print(f"Wald SPRT assuming 15% discordance, at the margin with 6%: {false_fails}/{runs} false FAILs")
     # The shipped rule at the same point stays within α: test_at_the_margin_neither_verdict_exceeds_alpha[0.06].
     assert false_fails > 0.5 * runs
+
+
+def test_an_order_stratified_by_kind_stops_the_looping_suite_within_the_first_look_more_often() -> None:
+    """The simulator's agentic suite on ep32-megamoe: loops only on the long-output kinds (21 of
+    25 features, refactors and modules; none of 35 bug fixes). The committed order stratified by
+    kind puts about 5 long-output tasks in every 12, so the looping monitor stops within the
+    first look (item 12) more often than after a plain shuffle, which can leave them late."""
+    from k3conformance.gate.monitors import RateMonitor
+    from k3conformance.gate.sequential_run import committed_order
+
+    mix = {"bugfix": (35, 0), "feature": (10, 9), "refactor": (10, 9), "spec": (5, 3)}
+    kinds = {f"{kind}-{index}": kind for kind, (count, _) in mix.items() for index in range(count)}
+    looping = {f"{kind}-{index}" for kind, (_, loops) in mix.items() for index in range(loops)}
+
+    def stop(order: list[str]) -> int:
+        monitor = RateMonitor("looping", floor=0.02)
+        return next((monitor.items for item in order if monitor.observe(item in looping)), len(order) + 1)
+
+    runs, first_look = 1000, 12
+    stratified = [stop(committed_order(kinds, f"run-{index}", "agentic_coding")[0]) for index in range(runs)]
+    shuffled = []
+    for index in range(runs):
+        order = sorted(kinds)
+        random.Random(index).shuffle(order)
+        shuffled.append(stop(order))
+    within = sum(items <= first_look for items in stratified) / runs
+    within_shuffled = sum(items <= first_look for items in shuffled) / runs
+    print(f"stopped within the first look: {within:.1%} stratified, {within_shuffled:.1%} shuffled")
+    assert within >= 0.85
+    assert within >= within_shuffled + 0.07
+    assert max(stratified) < max(shuffled)

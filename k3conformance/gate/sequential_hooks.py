@@ -15,6 +15,7 @@ from k3conformance.gate.sequential_suite import BY_MAXIMUM
 from k3conformance.gate.settings import GateSettings
 from k3conformance.outcomes import USER_PROPERTY
 from k3conformance.probes.probe import probe_of
+from k3conformance.probes.selection import probe_kind
 from k3conformance.runs.records import utc_now
 
 if TYPE_CHECKING:
@@ -26,11 +27,11 @@ def order_for_sequential_gate(config: pytest.Config, items: list[pytest.Item], s
     """Plan the gated suites on the collected items, put their tests in the committed order and
     deselect the items beyond each suite's maximum. None when no collected suite is gated."""
     assert state.baseline is not None
-    collected: dict[str, list[str]] = {}
+    collected: dict[str, dict[str, str]] = {}
     for item in items:
         probe = probe_of(item)
         if probe is not None:
-            collected.setdefault(probe.suite, []).append(probe.item)
+            collected.setdefault(probe.suite, {})[probe.item] = probe_kind(probe)
     run = SequentialRun.start(
         state.baseline,
         GateSettings.from_options(state.settings),

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,12 +33,37 @@ from k3conformance.runs.spend import Spend
 from k3conformance.runs.stored import StoredRun
 
 
-def committed_order(items: Iterable[str], run_id: str, suite: str) -> tuple[list[str], int]:
-    """(the items in their committed order, the seed that produced it)."""
+def committed_order(kinds: Mapping[str, str], run_id: str, suite: str) -> tuple[list[str], int]:
+    """(the items in their committed order, the seed that produced it); `kinds` maps each item
+    to its kind (a task kind, the dataset it comes from).
+
+    A stratified random order: each kind's items are shuffled, and the next place goes to the
+    kind furthest behind its share (ties broken at random), so every prefix (every look, every
+    monitor check) holds each kind within one item of its share. A plain shuffle can put the
+    few long-output tasks, where a broken kernel loops, late in a 60-task suite, and the rule
+    then waits for them; stratifying by a property known before any answer is seen keeps the
+    order independent of the outcomes, which is all a look needs."""
     seed = int.from_bytes(hashlib.sha256(f"{run_id}:{suite}".encode()).digest()[:8], "big")
-    ordered = sorted(set(items))
-    random.Random(seed).shuffle(ordered)
-    return ordered, seed
+    rng = random.Random(seed)
+    queues: dict[str, list[str]] = {}
+    for item in sorted(kinds):
+        queues.setdefault(kinds[item], []).append(item)
+    for members in queues.values():
+        rng.shuffle(members)
+    sizes = {kind: len(members) for kind, members in queues.items()}
+    tiebreak = {kind: rng.random() for kind in sorted(queues)}
+    total = len(kinds)
+    order: list[str] = []
+    taken = dict.fromkeys(queues, 0)
+    while len(order) < total:
+        place = len(order) + 1
+        kind = max(
+            (kind for kind in queues if taken[kind] < sizes[kind]),
+            key=lambda kind: (place * sizes[kind] / total - taken[kind], tiebreak[kind]),
+        )
+        order.append(queues[kind][taken[kind]])
+        taken[kind] += 1
+    return order, seed
 
 
 @dataclass
@@ -89,18 +114,19 @@ class SequentialRun:
         baseline: StoredRun,
         options: GateSettings,
         run_id: str,
-        collected: Mapping[str, Iterable[str]],
+        collected: Mapping[str, Mapping[str, str]],
         *,
         partner: StoredRun | None = None,
     ) -> SequentialRun:
-        """Plan each accuracy suite of the baseline on the items this run collected (and the baseline scored)."""
+        """Plan each accuracy suite of the baseline on the items this run collected (and the baseline
+        scored); `collected` maps each suite's items to their kinds."""
         run = cls(baseline)
         for suite in sorted(baseline.scored_suites()):
             known = baseline.item_totals(suite)
-            items = [item for item in collected.get(suite, ()) if item in known]
-            if not items:
+            kinds = {item: kind for item, kind in collected.get(suite, {}).items() if item in known}
+            if not kinds:
                 continue
-            order, seed = committed_order(items, run_id, suite)
+            order, seed = committed_order(kinds, run_id, suite)
             try:
                 plan = _plan_on(baseline, options, partner, suite, order)
             except ValueError:
