@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from k3conformance.gate.decision import RATE_EVENTS
+from k3conformance.gate.look_chart import look_samples
 from k3conformance.gate.plan import SuitePlan, plan_items
 from k3conformance.gate.sequential import SequentialDesign
-from k3conformance.gate.sequential_suite import SequentialSuite, Stop
+from k3conformance.gate.sequential_suite import BY_MAXIMUM, SequentialSuite, Stop
 from k3conformance.gate.settings import GateSettings
 from k3conformance.gate.statistics import ItemTotals
 from k3conformance.probes.probe import Probe
@@ -342,6 +343,8 @@ def verdict_lines(paths: Mapping[str, Any]) -> list[str]:
             lines.append(f"{suite}: no sequential decision ({reason}; {path['items']} of {maximum} items fed)")
             continue
         where = f"look {stop['look']} of {len(path['design']['sizes'])}" if stop["by"] == "look" else stop["by"]
+        seen = look_samples(path["design"], stop["look"]) if stop["by"] in ("look", BY_MAXIMUM) else ""
+        where += f" ({seen})" if seen else ""
         saved = (
             f"; about {path['requests_saved']} requests and {path['output_tokens_saved']} output tokens saved"
             if path["requests_saved"]
