@@ -14,8 +14,12 @@ from rounds_simulation import ALPHA, ITEMS, ROUNDS, RoundsScenario, item_design,
 from k3conformance.gate.look_chart import look_chart
 from k3conformance.gate.sequential import ItemVariance, round_fractions, rounds_design
 from k3conformance.gate.sequential_replay import _design_of
+from k3conformance.gate.sequential_run import SequentialRun
 from k3conformance.gate.sequential_suite import SequentialSuite
+from k3conformance.gate.settings import GateSettings
 from k3conformance.gate.statistics import FAIL, INCONCLUSIVE, PASS, ItemTotals
+from k3conformance.runs.stored import StoredRun
+from k3conformance.scoring.item_score import ItemScore
 
 MARGIN = 0.10
 COMPARISONS = 1000
@@ -127,3 +131,43 @@ def test_a_candidate_noisier_than_planned_keeps_its_error_rates_near_alpha() -> 
     stay near α (the statistic is studentized at every look; only the spending is off-plan)."""
     fail, passed, _ = _rates(RoundsScenario(MARGIN, -MARGIN, planned_within=0.5), seed=5)
     assert fail <= allowance(COMPARISONS, 2 * ALPHA) and passed <= allowance(COMPARISONS, 2 * ALPHA)
+
+
+def _rounds_run() -> tuple[SequentialRun, list[str]]:
+    scores = {
+        str(i): {"samples": 4, "correct": float(i % 5), "looping": 0, "truncated": 0, "no_answer": 0}
+        for i in range(ITEMS)
+    }
+    baseline = StoredRun({"suites": {"math": {"scores": scores}}}, None)  # type: ignore[typeddict-item]
+    run = SequentialRun.start(baseline, GateSettings(margin=10.0, samples=1), "run-1", {"math": list(scores)})
+    return run, run.suites["math"].order
+
+
+def test_a_run_sends_each_round_only_once_it_is_the_next_look_and_a_round_not_scored_blocks_it() -> None:
+    run, order = _rounds_run()
+    entry = run.suites["math"]
+    assert entry.design.samples == (1, 1, 1, 1, 1, 2, 4, 8) and run.rounds_of("math") == (1, 2, 4, 8)
+    for first_sample in (0, 1, 2, 4):
+        for item in order:
+            run.expect_tests("math", item, first_sample)
+    # Round 1 runs ahead to the first look's items; no later round is sent yet.
+    assert run.may_send("math", order[7]) and not run.may_send("math", order[8])
+    assert not run.may_send("math", order[0], first_sample=1)
+    totals = {item: ItemScore() for item in order}
+    for item in order:
+        totals[item].add(float(int(item) % 2), answered=True, truncated=False, output_tokens=1)
+        assert run.test_done("math", item, totals[item]) is None
+    assert len(entry.rule.looks) == 5 and entry.rule.awaits_round
+    assert run.may_send("math", order[-1], first_sample=1) and not run.may_send("math", order[0], first_sample=2)
+    # Round 2 of one item reports with no new sample (its test could not be scored): no round look.
+    stuck = order[3]
+    for item in order:
+        if item != stuck:
+            totals[item].add(float(int(item) % 2), answered=True, truncated=False, output_tokens=1)
+        assert run.test_done("math", item, totals[item], first_sample=1) is None
+    assert len(entry.rule.looks) == 5 and entry.blocked_by == stuck
+    assert run.used("math", order[0], 1) and not run.used("math", stuck, 1)
+    assert entry.round_totals()[order[0]] == [
+        [1, float(int(order[0]) % 2), False, False],
+        [2, 2 * float(int(order[0]) % 2), False, False],
+    ]

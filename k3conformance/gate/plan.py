@@ -18,6 +18,11 @@ the margin (the normal approximation Z_k ≈ (δ + m)·√n_k / σ), capped at t
 and for a loss of 2m, and the minimum detectable drop at the maximum (the loss the FAIL side
 catches 80% of the time). The always-valid monitors (monitors.py) only ever stop earlier,
 so the expected sizes are upper bounds when a monitor fires.
+
+For a suite capped by its items whose baseline measures the within-item spread, the plan also
+weighs more candidate samples per item (SamplesOutlook) and makes the design a sequential run
+follows in rounds of them (`rounds`, sequential.rounds_design): the variance parts it needs
+come from the baseline, so the bounds are fixed before the first request.
 """
 
 from __future__ import annotations

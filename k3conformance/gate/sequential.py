@@ -37,6 +37,11 @@ from the canonical joint distribution of (Z_1 … Z_K) (Brownian motion at the i
 times), integrated numerically on a grid (Jennison and Turnbull, "Group Sequential Methods",
 ch. 19): deterministic, no Monte Carlo. Looks taken at other sizes than planned keep the
 error rate, because the spending function is evaluated at the sizes actually reached.
+
+Rounds (rounds_design): a suite with few items may take, after its item looks, one look per
+round of more samples on every item. The information of a look is then 1/Var of the mean
+difference at its items and samples, planned from the baseline's variance parts; nested samples
+give the same independent-increments structure, so the same spending applies at those fractions.
 """
 
 from __future__ import annotations

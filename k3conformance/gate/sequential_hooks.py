@@ -148,8 +148,7 @@ def feed_report(state: RunState, report: pytest.TestReport) -> None:
         suite, item = value["suite"], value["item"]
         tally = state.tallies.get(suite)
         score = tally.scores.get(item) if tally is not None else None
-        # A later round's test that scored nothing leaves the item's earlier rounds in the tally.
-        stop = run.test_done(suite, item, score if value.get("score") or not first_sample else None, first_sample)
+        stop = run.test_done(suite, item, score, first_sample)
         if stop is None or state.runner is None:
             continue
         cancelled = state.runner.cancel(suite, lambda probe: run.used(probe.suite, probe.item, probe.first_sample))

@@ -10,6 +10,11 @@ scored: a look at n items is a look at the first n items of the order, never at 
 to finish (looping outputs are the longest; completion order would hide them). Items beyond
 the design's maximum are deselected and never requested.
 
+A suite sampled in rounds (plan.SuitePlan.rounds: few items, a baseline with several samples
+per item) has a test per item and later round, each sending only that round's new samples; a
+round's look waits for that round of every item of the order (`_feed_rounds`), and its requests
+are sent ahead only once the round is the next look's.
+
 An item the candidate could not score (an infrastructure error) blocks the order: the rule
 sees nothing past it, the suite runs to its end, and the fixed-size gate (with its INCOMPLETE
 for failed requests) decides. Missing evidence never turns into an early PASS.
@@ -105,6 +110,14 @@ class SuiteRun:
     def rounds_looked(self) -> int:
         """Round looks taken (after round 1's item looks)."""
         return sum(1 for look in range(len(self.rule.looks)) if self.round_of_look(look) > 0)
+
+    def added_samples(self, item: str, round_: int, samples: int) -> bool:
+        """Whether the item's score (over all rounds so far) holds samples of this round: a later round
+        that could not be scored (an infrastructure error) leaves the earlier rounds' totals."""
+        if round_ == 0:
+            return True
+        before = self.scored.get(item) if round_ == 1 else self.rounds_scored.get(item, {}).get(round_ - 1)
+        return before is not None and samples > before[0].samples
 
     def score_at(self, item: str, round_: int) -> RoundScore:
         return self.scored[item] if round_ == 0 else self.rounds_scored[item][round_]
@@ -224,7 +237,7 @@ class SequentialRun:
         entry.pending[(item, round_)] -= 1
         if entry.pending[(item, round_)] > 0:
             return None
-        if score is None or not score.samples:
+        if score is None or not score.samples or not entry.added_samples(item, round_, int(score.samples)):
             if round_ == 0:
                 entry.scored.pop(item, None)
             entry.blocked_by = entry.blocked_by or item
