@@ -5,6 +5,7 @@ figures). Error rates are asserted with a Monte-Carlo allowance of two standard 
 
 from __future__ import annotations
 
+import argparse
 import math
 
 import numpy as np
@@ -18,6 +19,7 @@ from k3conformance.gate.sequential_run import SequentialRun
 from k3conformance.gate.sequential_suite import SequentialSuite
 from k3conformance.gate.settings import GateSettings
 from k3conformance.gate.statistics import FAIL, INCONCLUSIVE, PASS, ItemTotals
+from k3conformance.options import sample_rounds_list
 from k3conformance.runs.stored import StoredRun
 from k3conformance.scoring.item_score import ItemScore
 
@@ -171,3 +173,10 @@ def test_a_run_sends_each_round_only_once_it_is_the_next_look_and_a_round_not_sc
         [1, float(int(order[0]) % 2), False, False],
         [2, 2 * float(int(order[0]) % 2), False, False],
     ]
+
+
+def test_sample_rounds_none_or_empty_turns_rounds_off() -> None:
+    assert sample_rounds_list("none") == sample_rounds_list("") == sample_rounds_list(" None ") == ()
+    assert sample_rounds_list("2, 4,8") == (2, 4, 8)
+    with pytest.raises(argparse.ArgumentTypeError):
+        sample_rounds_list("2,zero")

@@ -88,6 +88,7 @@ def test_a_run_against_a_multi_sample_baseline_samples_in_rounds_and_compare_rep
     assert len(skipped) == 41 and all(record["nodeid"].endswith("-samples-4-8]") for record in skipped)
     cancelled = [record for record in iter_records(run_dir, "cancelled") if record["suite"] == SUITE]
     assert sorted(record["item"] for record in cancelled) == sorted(order)
+    assert {record["first_sample"] for record in cancelled} == {4}
     assert "math: sequential PASS by the look 7 of 8 (round 3: 4 samples per item on 41 items)" in output
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["suites"][SUITE]["scores"][order[0]]["samples"] == 4

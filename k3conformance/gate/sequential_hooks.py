@@ -160,6 +160,8 @@ def feed_report(state: RunState, report: pytest.TestReport) -> None:
                         "kind": "cancelled",
                         "suite": suite,
                         "item": probe.item,
+                        # A later round's requests: the item's samples from this index on.
+                        **({"first_sample": probe.first_sample} if probe.first_sample else {}),
                         "reason": reason,
                         "written_at": utc_now(),
                     }
