@@ -363,9 +363,17 @@ def verdict_lines(paths: Mapping[str, Any]) -> list[str]:
             if path["requests_saved"]
             else ""
         )
+        # Undecided after the last round: more candidate samples would not help (issue 15's "what
+        # more samples cannot resolve"); what is left is between items and in the baseline's own noise.
+        limit = (
+            "; what is left after the last round is the spread between items and the baseline's own sampling "
+            "noise: more items (or a baseline with more samples) can resolve it, more candidate samples cannot"
+            if stop["by"] == BY_MAXIMUM and seen
+            else ""
+        )
         lines.append(
             f"{suite}: sequential {stop['verdict']} by the {where} after {stop['items']} of {maximum} items "
-            f"({path['samples_used']} samples){saved}"
+            f"({path['samples_used']} samples){saved}{limit}"
         )
     return lines
 
