@@ -134,7 +134,7 @@ def _plan_requests(session: pytest.Session, state: RunState) -> None:
         _note_dataset(state, probe)
     sequential = state.sequential
     if sequential is not None:
-        runner.admit = lambda probe: sequential.may_send(probe.suite, probe.item)
+        runner.admit = lambda probe: sequential.may_send(probe.suite, probe.item, probe.first_sample)
     runner.plan(probes)
 
 

@@ -128,6 +128,13 @@ def positive_int_list(text: str) -> tuple[int, ...]:
     return values
 
 
+def sample_rounds_list(text: str) -> tuple[int, ...]:
+    """`none` (or nothing) turns rounds off; else positive integers, as positive_int_list."""
+    if text.strip().lower() in ("", "none"):
+        return ()
+    return positive_int_list(text)
+
+
 def dataset_specs(text: str) -> tuple[str, ...]:
     """Comma-separated dataset specs (`fixture:NAME`, `hub:NAME[:CONFIG][@SPLIT]`, `file:PATH`,
     and `humaneval` for coding), each checked for form here and for presence before the run."""
@@ -414,10 +421,10 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
     ),
     OptionSpec(
         "sample_rounds",
-        positive_int_list,
+        sample_rounds_list,
         (2, 4, 8),
-        "Candidate samples per item the sequential plan weighs for a suite with fewer items than it needs: "
-        "the minimum detectable drop at each, on the same items (default: 2,4,8; planned only, not run in rounds)",
+        "Samples per item of the rounds a sequential run adds, on the same items, for a suite with fewer items "
+        "than it needs (baseline with 2+ samples per item): the plan weighs each (default: 2,4,8; none: no rounds)",
     ),
     OptionSpec(
         "resume",
@@ -503,7 +510,7 @@ class Settings:
 # them from this table (the CLI without the --k3- prefix), so their defaults cannot drift.
 GATE_OPTIONS = ("gate", "alpha", "margin", "margins", "repetition_floor", "truncation_floor", "min_coverage")
 # The sequential plan's options: `pytest --k3-baseline` and `k3conformance plan` take them too.
-PLAN_OPTIONS = ("looks", "max_items", "sample_rounds")
+PLAN_OPTIONS = ("looks", "max_items", "sample_rounds", "samples")
 
 
 def option(name: str) -> OptionSpec[Any]:

@@ -18,6 +18,11 @@ the margin (the normal approximation Z_k ≈ (δ + m)·√n_k / σ), capped at t
 and for a loss of 2m, and the minimum detectable drop at the maximum (the loss the FAIL side
 catches 80% of the time). The always-valid monitors (monitors.py) only ever stop earlier,
 so the expected sizes are upper bounds when a monitor fires.
+
+For a suite capped by its items whose baseline measures the within-item spread, the plan also
+weighs more candidate samples per item (SamplesOutlook) and makes the design a sequential run
+follows in rounds of them (`rounds`, sequential.rounds_design): the variance parts it needs
+come from the baseline, so the bounds are fixed before the first request.
 """
 
 from __future__ import annotations
@@ -30,7 +35,14 @@ from typing import Any
 from scipy import optimize, stats
 
 from k3conformance.gate.monitors import MONITOR_ALPHA
-from k3conformance.gate.sequential import SequentialDesign, crossing_probabilities, design, spending_bounds
+from k3conformance.gate.sequential import (
+    ItemVariance,
+    SequentialDesign,
+    crossing_probabilities,
+    design,
+    rounds_design,
+    spending_bounds,
+)
 from k3conformance.gate.settings import GateSettings
 from k3conformance.gate.statistics import POWER, ItemTotals
 from k3conformance.runs.records import STATUS_COMPLETE, SUMMARY_FILE, read_summary
@@ -95,6 +107,16 @@ class SuitePlan:
     fixed_items_no_change: int
     # None when the baseline's within-item spread is unmeasured (one sample per item).
     samples_outlook: SamplesOutlook | None = None
+    # The design a sequential run follows instead of `design` when it samples in rounds: the item
+    # looks at the run's samples per item, then one look per round at every item (rounds_of).
+    rounds: SequentialDesign | None = None
+    # The loss the rounds design's FAIL side catches 4 times in 5 (after its last round).
+    rounds_min_detectable_drop: float | None = None
+
+    @property
+    def run_design(self) -> SequentialDesign:
+        """What a sequential run of this suite follows: the rounds design when there is one."""
+        return self.rounds or self.design
 
     @property
     def capped_by_items(self) -> bool:
@@ -180,6 +202,22 @@ def samples_outlook(
     )
 
 
+def round_counts(first: int, sample_rounds: Sequence[int]) -> tuple[int, ...]:
+    """Samples per item at each round: the run's own (round 1), then the planned counts above it."""
+    return (first, *sorted({k for k in sample_rounds if k > first}))
+
+
+def _rounds_of(
+    chosen: SequentialDesign, outlook: SamplesOutlook | None, first: int, sample_rounds: Sequence[int]
+) -> SequentialDesign | None:
+    """The rounds design when more samples per item are measured to help: a baseline with 2+ samples
+    per item whose items' scores vary (else more samples change nothing), and counts above `first`."""
+    counts = round_counts(first, sample_rounds)
+    if outlook is None or outlook.within <= 0 or len(counts) < 2:
+        return None
+    return rounds_design(chosen, counts, ItemVariance(outlook.between, outlook.baseline_noise, outlook.within))
+
+
 def plan_suite(
     suite: str,
     baseline: Mapping[str, ItemTotals],
@@ -190,6 +228,7 @@ def plan_suite(
     looks: int = DEFAULT_LOOKS,
     max_items: int | None = None,
     sample_rounds: Sequence[int] = (),
+    first_samples: int = 1,
 ) -> SuitePlan:
     if not baseline:
         raise ValueError(f"{suite}: the baseline scored no item")
@@ -203,6 +242,9 @@ def plan_suite(
     no_change = _outcome(chosen, spread.sd, 0.0)
     double_loss = _outcome(chosen, spread.sd, -2 * margin)
     z_fixed = _z_sum(alpha)
+    outlook = samples_outlook(chosen, baseline, spread, sample_rounds)
+    capped = chosen.max_items == available < planned
+    rounds = _rounds_of(chosen, outlook, first_samples, sample_rounds) if capped else None
     return SuitePlan(
         suite=suite,
         items_available=available,
@@ -219,8 +261,17 @@ def plan_suite(
         fail_double_loss=double_loss[1],
         min_detectable_drop=_min_detectable_drop(chosen, spread.sd),
         fixed_items_no_change=math.ceil((z_fixed * spread.sd / margin) ** 2),
-        samples_outlook=samples_outlook(chosen, baseline, spread, sample_rounds) if sample_rounds else None,
+        samples_outlook=outlook,
+        rounds=rounds,
+        rounds_min_detectable_drop=None if rounds is None else _rounds_drop(rounds, outlook),
     )
+
+
+def _rounds_drop(rounds: SequentialDesign, outlook: SamplesOutlook | None) -> float:
+    """At the last round the statistic's spread per item is √v(s_R): the drop formula at that spread."""
+    assert outlook is not None
+    variance = ItemVariance(outlook.between, outlook.baseline_noise, outlook.within)
+    return _min_detectable_drop(rounds, math.sqrt(variance.at(rounds.samples[-1])))
 
 
 def _z_sum(alpha: float) -> float:
@@ -290,7 +341,9 @@ def samples_lines(plan: SuitePlan) -> list[str]:
             "  more samples per item: gain unknown (one sample per item: the within-item spread is unmeasured; "
             f"store the baseline with --k3-samples 4 to plan it); {cannot}"
         ]
-    drops = ", ".join(f"{k} → {drop * 100:.1f} pts" for k, drop in outlook.drops)
+    drops = (
+        ", ".join(f"{k} → {drop * 100:.1f} pts" for k, drop in outlook.drops) or "not weighed (--k3-sample-rounds none)"
+    )
     if plan.spread.source.startswith("ASSUMED"):
         lower = " (ASSUMED, as the spread is)"
     elif outlook.between == 0:
@@ -303,6 +356,20 @@ def samples_lines(plan: SuitePlan) -> list[str]:
         f"  what samples cannot resolve: the between-item variance {outlook.between:.4f} and the baseline's own "
         f"sampling noise {outlook.baseline_noise:.4f} (at {plan.samples_per_item} samples per item){lower}; "
         "a loss concentrated on a few broken items is between-item variance: it needs more items, not more samples",
+        *rounds_lines(plan),
+    ]
+
+
+def rounds_lines(plan: SuitePlan) -> list[str]:
+    """The looks of a sequential run in rounds, as (items, samples per item), and what its last round can catch."""
+    rounds = plan.rounds
+    if rounds is None or plan.rounds_min_detectable_drop is None:
+        return []
+    looks = ", ".join(f"({size}, {samples})" for size, samples in zip(rounds.sizes, rounds.samples, strict=True))
+    return [
+        f"  a sequential run samples in rounds of {', '.join(map(str, sorted(set(rounds.samples))))} samples per item "
+        f"on the same items: looks (items, samples per item) at {looks}; minimum detectable drop after the last "
+        f"round: {plan.rounds_min_detectable_drop * 100:.1f} pts"
     ]
 
 
@@ -342,6 +409,7 @@ def plan_items(
         looks=options.looks,
         max_items=options.max_items,
         sample_rounds=options.sample_rounds,
+        first_samples=options.samples,
     )
 
 

@@ -37,6 +37,11 @@ from the canonical joint distribution of (Z_1 … Z_K) (Brownian motion at the i
 times), integrated numerically on a grid (Jennison and Turnbull, "Group Sequential Methods",
 ch. 19): deterministic, no Monte Carlo. Looks taken at other sizes than planned keep the
 error rate, because the spending function is evaluated at the sizes actually reached.
+
+Rounds (rounds_design): a suite with few items may take, after its item looks, one look per
+round of more samples on every item. The information of a look is then 1/Var of the mean
+difference at its items and samples, planned from the baseline's variance parts; nested samples
+give the same independent-increments structure, so the same spending applies at those fractions.
 """
 
 from __future__ import annotations
@@ -191,13 +196,28 @@ class SequentialDesign:
     fail_alpha: float
     fail_bounds: tuple[float, ...]
     pass_bounds: tuple[float, ...]
+    # A design with rounds of samples per item (rounds_design): the candidate samples per item at
+    # each look and the information fractions planned from the baseline. Empty in an item-only
+    # design (every look at the run's samples, fractions n/N), and in designs stored before rounds.
+    samples: tuple[int, ...] = ()
+    information: tuple[float, ...] = ()
 
     @property
     def fractions(self) -> tuple[float, ...]:
+        if self.information:
+            return self.information
         return tuple(size / self.max_items for size in self.sizes)
 
+    @property
+    def has_rounds(self) -> bool:
+        return bool(self.samples) and self.samples[-1] > self.samples[0]
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if not self.samples:
+            # An item-only design is stored exactly as before rounds existed.
+            del data["samples"], data["information"]
+        return data
 
 
 def design(
@@ -214,6 +234,50 @@ def design(
         fail_alpha=fail_alpha,
         fail_bounds=tuple(spending_bounds(fractions, fail_alpha)),
         pass_bounds=tuple(spending_bounds(fractions, alpha)),
+    )
+
+
+@dataclass(frozen=True)
+class ItemVariance:
+    """The variance of one item's d = candidate mean − baseline mean, in parts (plan.SamplesOutlook):
+    `between` (no sample count removes it), the baseline's own sampling noise, and the per-sample
+    within-item variance, of which a candidate mean over s samples carries within/s."""
+
+    between: float
+    baseline_noise: float
+    within: float
+
+    def at(self, samples: int) -> float:
+        return self.between + self.baseline_noise + self.within / samples
+
+
+def round_fractions(sizes: Sequence[int], max_items: int, rounds: Sequence[int], variance: ItemVariance) -> list[float]:
+    """Information fractions of item looks at rounds[0] samples per item, then one look per later round at
+    every item. D(n, s), the mean of d over the first n items at s samples, has variance v(s)/n; with
+    samples nested (a round reuses the earlier rounds' samples) Cov(D(n_j, s_j), D(n_k, s_k)) = Var D(n_k, s_k)
+    for n_j ≤ n_k, s_j ≤ s_k: independent increments at information 1/Var (tests/test_sequential_rounds.py
+    checks it by simulation), so spending_bounds applies at t = I_look / I_last."""
+    last = variance.at(rounds[-1])
+    item_looks = [size / max_items * last / variance.at(rounds[0]) for size in sizes]
+    round_looks = [last / variance.at(samples) for samples in rounds[1:]]
+    return [*item_looks, *round_looks]
+
+
+def rounds_design(base: SequentialDesign, rounds: Sequence[int], variance: ItemVariance) -> SequentialDesign:
+    """`base`'s item looks at rounds[0] samples per item, then a look at every item for each later round
+    (rounds increasing), with bounds spent at the information fractions planned from the baseline."""
+    fractions = round_fractions(base.sizes, base.max_items, rounds, variance)
+    later = len(rounds) - 1
+    return SequentialDesign(
+        max_items=base.max_items,
+        sizes=(*base.sizes, *([base.max_items] * later)),
+        margin=base.margin,
+        alpha=base.alpha,
+        fail_alpha=base.fail_alpha,
+        fail_bounds=tuple(spending_bounds(fractions, base.fail_alpha)),
+        pass_bounds=tuple(spending_bounds(fractions, base.alpha)),
+        samples=(*([rounds[0]] * len(base.sizes)), *rounds[1:]),
+        information=tuple(fractions),
     )
 
 

@@ -59,12 +59,18 @@ def replay_sequential(
             )
             continue
         rule = suite_rule(design, baseline, suite, order, settings)
-        fed, blocked_by = _feed(rule, suite, order[: design.max_items], baseline, candidate)
+        try:
+            rounds = _round_totals(block, design)
+        except (KeyError, TypeError, ValueError, IndexError) as error:
+            notes.append(f"{suite}: the stored scores per round do not parse ({error!r}); judged fixed-size")
+            continue
+        fed, blocked_by = _feed(rule, suite, order[: design.max_items], baseline, candidate, rounds)
         paths[suite] = suite_path(
             rule,
             order=order,
             seed=block.get("order_seed"),
-            samples_used=sum(candidate.item_totals(suite)[item].samples for item in order[:fed]),
+            samples_used=_samples_used(rule, suite, order[:fed], candidate, rounds),
+            round_totals=block.get("round_totals") or {},
             blocked_by=blocked_by,
             cancelled_items=list(block.get("cancelled_items") or []),
             requests_saved=int(block.get("requests_saved") or 0),
@@ -83,16 +89,50 @@ def _design_of(block: Mapping[str, Any]) -> SequentialDesign:
         fail_alpha=float(raw["fail_alpha"]),
         fail_bounds=tuple(float(bound) for bound in raw["fail_bounds"]),
         pass_bounds=tuple(float(bound) for bound in raw["pass_bounds"]),
+        # Designs stored before rounds existed have neither: the item-only design.
+        samples=tuple(int(count) for count in raw.get("samples") or ()),
+        information=tuple(float(fraction) for fraction in raw.get("information") or ()),
     )
     if not design.sizes or design.sizes[-1] != design.max_items or len(design.fail_bounds) != len(design.sizes):
         raise ValueError(f"looks {design.sizes} do not fit a maximum of {design.max_items}")
+    if design.samples and not (len(design.samples) == len(design.information) == len(design.sizes)):
+        raise ValueError(f"samples per look {design.samples} do not fit looks at {design.sizes}")
     return design
 
 
+# Per item, its (totals, looped, truncated) after each round, from the stored block.
+RoundTable = dict[str, list[tuple[ItemTotals, bool, bool]]]
+
+
+def _round_totals(block: Mapping[str, Any], design: SequentialDesign) -> RoundTable | None:
+    """The candidate's score per item after each round, for a design with rounds; None for one without."""
+    if not design.has_rounds:
+        return None
+    return {
+        str(item): [(ItemTotals(int(entry[0]), float(entry[1])), bool(entry[2]), bool(entry[3])) for entry in rounds]
+        for item, rounds in block["round_totals"].items()
+    }
+
+
+def _samples_used(
+    rule: SequentialSuite, suite: str, fed: list[str], candidate: StoredRun, rounds: RoundTable | None
+) -> int:
+    if rounds is None:
+        return sum(candidate.item_totals(suite)[item].samples for item in fed)
+    looked = sum(1 for samples in rule.design.samples[: len(rule.looks)] if samples > rule.design.samples[0])
+    return sum(rounds[item][looked][0].samples for item in fed)
+
+
 def _feed(
-    rule: SequentialSuite, suite: str, order: list[str], baseline: StoredRun, candidate: StoredRun
+    rule: SequentialSuite,
+    suite: str,
+    order: list[str],
+    baseline: StoredRun,
+    candidate: StoredRun,
+    rounds: RoundTable | None,
 ) -> tuple[int, str | None]:
-    """Feed the order until the rule decides or an item is missing on either side: (items fed, the blocking item)."""
+    """Feed the order until the rule decides or an item is missing on either side, then each round's
+    look while every item has that round: (items fed, the blocking item)."""
     before: Mapping[str, ItemTotals] = baseline.item_totals(suite)
     after: Mapping[str, ItemTotals] = candidate.item_totals(suite)
     scores = candidate.suites[suite]["scores"] if suite in candidate.suites else {}
@@ -102,8 +142,20 @@ def _feed(
             break
         if not (item in before and before[item].samples and item in after and after[item].samples):
             return fed, item
-        rule.add(
-            before[item], after[item], looping=scores[item]["looping"] > 0, truncated=scores[item]["truncated"] > 0
-        )
+        if rounds is None:
+            totals, looping, truncated = after[item], scores[item]["looping"] > 0, scores[item]["truncated"] > 0
+        elif item in rounds:
+            # Round 1's own score: the summary's totals hold every round's samples.
+            totals, looping, truncated = rounds[item][0]
+        else:
+            return fed, item
+        rule.add(before[item], totals, looping=looping, truncated=truncated)
         fed += 1
+    round_ = 1
+    while rounds is not None and rule.awaits_round:
+        if not all(len(rounds.get(item, [])) > round_ for item in order):
+            # A round not finished (the run was interrupted): no decision, as in the run.
+            return fed, None
+        rule.add_round([rounds[item][round_][0] for item in order])
+        round_ += 1
     return fed, None

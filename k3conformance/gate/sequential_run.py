@@ -10,6 +10,11 @@ scored: a look at n items is a look at the first n items of the order, never at 
 to finish (looping outputs are the longest; completion order would hide them). Items beyond
 the design's maximum are deselected and never requested.
 
+A suite sampled in rounds (plan.SuitePlan.rounds: few items, a baseline with several samples
+per item) has a test per item and later round, each sending only that round's new samples; a
+round's look waits for that round of every item of the order (`_feed_rounds`), and its requests
+are sent ahead only once the round is the next look's.
+
 An item the candidate could not score (an infrastructure error) blocks the order: the rule
 sees nothing past it, the suite runs to its end, and the fixed-size gate (with its INCOMPLETE
 for failed requests) decides. Missing evidence never turns into an early PASS.
@@ -24,11 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from k3conformance.gate.decision import RATE_EVENTS
+from k3conformance.gate.look_chart import look_samples
 from k3conformance.gate.plan import SuitePlan, plan_items
 from k3conformance.gate.sequential import SequentialDesign
-from k3conformance.gate.sequential_suite import SequentialSuite, Stop
+from k3conformance.gate.sequential_suite import BY_MAXIMUM, SequentialSuite, Stop
 from k3conformance.gate.settings import GateSettings
 from k3conformance.gate.statistics import ItemTotals
+from k3conformance.probes.probe import Probe
 from k3conformance.runs.spend import Spend
 from k3conformance.runs.stored import StoredRun
 
@@ -66,15 +73,21 @@ def committed_order(kinds: Mapping[str, str], run_id: str, suite: str) -> tuple[
     return order, seed
 
 
+# An item's scores at one round: its totals over all of its samples so far, whether any looped, any truncated.
+RoundScore = tuple[ItemTotals, bool, bool]
+
+
 @dataclass
 class SuiteRun:
     plan: SuitePlan
     order: list[str]
     seed: int
     rule: SequentialSuite
-    # Tests still to report per item; an item is scored when its count reaches 0.
-    pending: dict[str, int] = field(default_factory=dict)
-    scored: dict[str, tuple[ItemTotals, bool, bool]] = field(default_factory=dict)
+    # Tests still to report per (item, round); an item's round is scored when its count reaches 0.
+    pending: dict[tuple[str, int], int] = field(default_factory=dict)
+    scored: dict[str, RoundScore] = field(default_factory=dict)
+    # Rounds after the first (a design with rounds): per item, its score after each round reported.
+    rounds_scored: dict[str, dict[int, RoundScore]] = field(default_factory=dict)
     fed: int = 0
     blocked_by: str | None = None
     # Filled when the suite stops early: what was not sent because of it.
@@ -83,21 +96,83 @@ class SuiteRun:
     output_tokens_saved: int = 0
 
     @property
-    def selected(self) -> list[str]:
-        return self.order[: self.plan.design.max_items]
+    def design(self) -> SequentialDesign:
+        return self.rule.design
 
     @property
-    def send_ahead_to(self) -> int:
-        """How far into the order requests may run ahead of the tests: to the next look's last
-        item. Every item before it serves the next decision (the monitors' after each item, the
-        look's at its end); one past it is wasted whenever that decision stops the suite."""
+    def selected(self) -> list[str]:
+        return self.order[: self.design.max_items]
+
+    @property
+    def round_samples(self) -> tuple[int, ...]:
+        """Samples per item after each round (one entry for a design without rounds)."""
+        return tuple(sorted(set(self.design.samples))) if self.design.has_rounds else (0,)
+
+    def round_of(self, first_sample: int) -> int:
+        """The round (0 for the first) whose tests send samples from `first_sample` on."""
+        return 0 if first_sample == 0 else self.round_samples.index(first_sample) + 1
+
+    def round_of_look(self, look: int) -> int:
+        return self.round_samples.index(self.design.samples[look]) if self.design.has_rounds else 0
+
+    @property
+    def send_ahead_to(self) -> tuple[int, int]:
+        """How far requests may run ahead of the tests, as (round, items into the order): to the next
+        look's last item. Every item before it serves the next decision (the monitors' after each
+        item, the look's at its end); one past it is wasted whenever that decision stops the suite."""
         if self.rule.stop is not None:
-            return self.fed
-        return self.plan.design.sizes[len(self.rule.looks)]
+            return (0, self.fed)
+        look = len(self.rule.looks)
+        return (self.round_of_look(look), self.design.sizes[look])
+
+    def used(self, item: str, round_: int) -> bool:
+        """Whether the rule has this item's round (its requests are finished and fed)."""
+        if round_ == 0:
+            return item in self.selected[: self.fed]
+        return round_ in self.rounds_scored.get(item, {})
+
+    @property
+    def rounds_looked(self) -> int:
+        """Round looks taken (after round 1's item looks)."""
+        return sum(1 for look in range(len(self.rule.looks)) if self.round_of_look(look) > 0)
+
+    def added_samples(self, item: str, round_: int, samples: int) -> bool:
+        """Whether the item's score (over all rounds so far) holds samples of this round: a later round
+        that could not be scored (an infrastructure error) leaves the earlier rounds' totals."""
+        if round_ == 0:
+            return True
+        before = self.scored.get(item) if round_ == 1 else self.rounds_scored.get(item, {}).get(round_ - 1)
+        return before is not None and samples > before[0].samples
+
+    def score_at(self, item: str, round_: int) -> RoundScore:
+        return self.scored[item] if round_ == 0 else self.rounds_scored[item][round_]
 
     @property
     def samples_used(self) -> int:
-        return sum(self.scored[item][0].samples for item in self.selected[: self.fed])
+        """The samples the decision used: every fed item's, at the last round looked at."""
+        last = self.rounds_looked
+        return sum(self.score_at(item, last)[0].samples for item in self.selected[: self.fed])
+
+    def round_totals(self) -> dict[str, list[list[Any]]]:
+        """Per item, [samples, correct, looping, truncated] after each round it reported (for compare's
+        replay: the summary's per-item totals hold every round's samples together). Empty without rounds."""
+        if not self.design.has_rounds:
+            return {}
+        table: dict[str, list[list[Any]]] = {}
+        for item in self.selected:
+            rounds = [
+                self.scored.get(item),
+                *(self.rounds_scored.get(item, {}).get(r) for r in range(1, len(self.round_samples))),
+            ]
+            reported = []
+            for score in rounds:
+                if score is None:
+                    break
+                totals, looping, truncated = score
+                reported.append([totals.samples, totals.correct, looping, truncated])
+            if reported:
+                table[item] = reported
+        return table
 
 
 @dataclass
@@ -107,6 +182,8 @@ class SequentialRun:
     baseline: StoredRun
     suites: dict[str, SuiteRun] = field(default_factory=dict)
     ranks: dict[str, dict[str, int]] = field(default_factory=dict)
+    # The tests of later rounds (node id → their probe's first sample); every other test is of round 1.
+    round_tests: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def start(
@@ -132,7 +209,7 @@ class SequentialRun:
             except ValueError:
                 # No plan for this suite (a margin of 0): it runs fixed-size; the header said why.
                 continue
-            rule = suite_rule(plan.design, baseline, suite, order, options)
+            rule = suite_rule(plan.run_design, baseline, suite, order, options)
             run.suites[suite] = SuiteRun(plan=plan, order=order, seed=seed, rule=rule)
             run.ranks[suite] = {item: rank for rank, item in enumerate(order)}
         return run
@@ -144,39 +221,59 @@ class SequentialRun:
     def beyond_maximum(self, suite: str, item: str) -> bool:
         entry = self.suites.get(suite)
         rank = self.rank(suite, item)
-        return entry is not None and rank is not None and rank >= entry.plan.design.max_items
+        return entry is not None and rank is not None and rank >= entry.design.max_items
 
-    def may_send(self, suite: str, item: str) -> bool:
-        """Whether the runner may send this item's requests ahead of its tests now."""
+    def rounds_of(self, suite: str) -> tuple[int, ...]:
+        """Samples per item after each round of a suite sampled in rounds; () for any other suite."""
+        entry = self.suites.get(suite)
+        return entry.round_samples if entry is not None and entry.design.has_rounds else ()
+
+    def may_send(self, suite: str, item: str, first_sample: int = 0) -> bool:
+        """Whether the runner may send this item's requests (of the round from `first_sample`) ahead of its tests now."""
         entry = self.suites.get(suite)
         rank = self.rank(suite, item)
-        return entry is None or rank is None or rank < entry.send_ahead_to
+        if entry is None or rank is None:
+            return True
+        round_, reach = entry.round_of(first_sample), entry.send_ahead_to
+        return (round_, rank) < reach
 
-    def expect_tests(self, suite: str, item: str) -> None:
+    def expect_tests(self, suite: str, item: str, first_sample: int = 0) -> None:
         entry = self.suites.get(suite)
         if entry is not None and item in entry.order:
-            entry.pending[item] = entry.pending.get(item, 0) + 1
+            key = (item, entry.round_of(first_sample))
+            entry.pending[key] = entry.pending.get(key, 0) + 1
+
+    def used(self, suite: str, item: str, first_sample: int = 0) -> bool:
+        """Whether the rule has fed this item's requests (of the round from `first_sample`)."""
+        entry = self.suites.get(suite)
+        return entry is not None and entry.used(item, entry.round_of(first_sample))
 
     def stopped(self, suite: str) -> Stop | None:
         entry = self.suites.get(suite)
         return entry.rule.stop if entry is not None else None
 
-    def test_done(self, suite: str, item: str, score: Any | None) -> Stop | None:
-        """One test of an item reported; `score` is the item's ItemScore so far (None: not scored).
-        Returns the suite's stop when this report made the rule decide."""
+    def test_done(self, suite: str, item: str, score: Any | None, first_sample: int = 0) -> Stop | None:
+        """One test of an item (of the round from `first_sample`) reported; `score` is the item's ItemScore
+        so far, over all rounds (None: this test did not score it). Returns the suite's stop when this
+        report made the rule decide."""
         entry = self.suites.get(suite)
-        if entry is None or item not in entry.pending or entry.rule.stop is not None:
+        round_ = entry.round_of(first_sample) if entry is not None else 0
+        if entry is None or (item, round_) not in entry.pending or entry.rule.stop is not None:
             return None
-        entry.pending[item] -= 1
-        if entry.pending[item] > 0:
+        entry.pending[(item, round_)] -= 1
+        if entry.pending[(item, round_)] > 0:
             return None
-        if score is None or not score.samples:
-            entry.scored.pop(item, None)
+        if score is None or not score.samples or not entry.added_samples(item, round_, int(score.samples)):
+            if round_ == 0:
+                entry.scored.pop(item, None)
             entry.blocked_by = entry.blocked_by or item
         else:
-            totals = ItemTotals(int(score.samples), float(score.correct))
-            entry.scored[item] = (totals, score.looping > 0, score.truncated > 0)
-        return self._feed(entry)
+            scored = (ItemTotals(int(score.samples), float(score.correct)), score.looping > 0, score.truncated > 0)
+            if round_ == 0:
+                entry.scored[item] = scored
+            else:
+                entry.rounds_scored.setdefault(item, {})[round_] = scored
+        return self._feed(entry) or self._feed_rounds(entry)
 
     def _feed(self, entry: SuiteRun) -> Stop | None:
         baseline = self.baseline.item_totals(entry.plan.suite)
@@ -191,20 +288,34 @@ class SequentialRun:
                 return stop
         return None
 
-    def note_cancelled(self, suite: str, items: list[str], spent: Mapping[tuple[str, str], Spend]) -> None:
-        """Estimate what stopping the suite saved: what the candidate spent per item it scored,
-        times the items it cancelled, less what those items had sent before the stop (a
-        conversation cancelled in flight). An estimate: the counts come from the records."""
+    def _feed_rounds(self, entry: SuiteRun) -> Stop | None:
+        """Take each round's look once every selected item has reported that round (the order is complete)."""
+        while entry.rule.awaits_round:
+            round_ = entry.round_of_look(len(entry.rule.looks))
+            if not all(round_ in entry.rounds_scored.get(item, {}) for item in entry.selected):
+                return None
+            stop = entry.rule.add_round([entry.rounds_scored[item][round_][0] for item in entry.selected])
+            if stop is not None:
+                return stop
+        return None
+
+    def note_cancelled(self, suite: str, cancelled: list[Probe], spent: Mapping[tuple[str, str], Spend]) -> None:
+        """Estimate what stopping the suite saved: what the candidate spent per sample on the items it
+        scored in round 1, times the samples it cancelled, less what those probes had sent before the
+        stop (a conversation cancelled in flight). An estimate: the counts come from the records."""
         entry = self.suites[suite]
-        entry.cancelled_items = items
+        entry.cancelled_items = list(dict.fromkeys(probe.item for probe in cancelled))
         used = [spent.get((suite, item), Spend()) for item in entry.scored]
+        samples = sum(score[0].samples for score in entry.scored.values())
         already = Spend()
-        for item in items:
-            already.add(spent.get((suite, item), Spend()))
-        if used:
-            per_item = len(items) / len(used)
-            requests = sum(spend.requests for spend in used) * per_item
-            tokens = sum(spend.output_tokens for spend in used) * per_item
+        for probe in cancelled:
+            already.add(spent.get(probe.key, Spend()))
+        if used and samples:
+            per_item = samples / len(used)
+            cancelled_samples = sum(probe.samples or per_item for probe in cancelled)
+            share = cancelled_samples / samples
+            requests = sum(spend.requests for spend in used) * share
+            tokens = sum(spend.output_tokens for spend in used) * share
             entry.requests_saved = max(0, round(requests) - already.requests)
             entry.output_tokens_saved = max(0, round(tokens) - already.output_tokens)
 
@@ -216,6 +327,7 @@ class SequentialRun:
                 order=entry.order,
                 seed=entry.seed,
                 samples_used=entry.samples_used,
+                round_totals=entry.round_totals(),
                 blocked_by=entry.blocked_by,
                 cancelled_items=entry.cancelled_items,
                 requests_saved=entry.requests_saved,
@@ -231,6 +343,7 @@ def suite_path(
     order: list[str],
     seed: int | None,
     samples_used: int,
+    round_totals: Mapping[str, list[list[Any]]],
     blocked_by: str | None,
     cancelled_items: list[str],
     requests_saved: int,
@@ -238,8 +351,13 @@ def suite_path(
 ) -> dict[str, Any]:
     """One suite's sequential block, as the run stores it and `compare` replays it."""
     stop, maximum = rule.stop, rule.design.max_items
+    # A suite sampled in rounds keeps each item's score after each round: the summary's totals
+    # hold every round together, and compare's replay needs the looks' own (an item-only suite's
+    # block is as before rounds existed).
+    rounds = {"round_totals": dict(round_totals)} if rule.design.has_rounds else {}
     return {
         **rule.to_dict(),
+        **rounds,
         "order_seed": seed,
         "order": order,
         "max_items": maximum,
@@ -264,14 +382,24 @@ def verdict_lines(paths: Mapping[str, Any]) -> list[str]:
             lines.append(f"{suite}: no sequential decision ({reason}; {path['items']} of {maximum} items fed)")
             continue
         where = f"look {stop['look']} of {len(path['design']['sizes'])}" if stop["by"] == "look" else stop["by"]
+        seen = look_samples(path["design"], stop["look"]) if stop["by"] in ("look", BY_MAXIMUM) else ""
+        where += f" ({seen})" if seen else ""
         saved = (
             f"; about {path['requests_saved']} requests and {path['output_tokens_saved']} output tokens saved"
             if path["requests_saved"]
             else ""
         )
+        # Undecided after the last round: more candidate samples would not help (issue 15's "what
+        # more samples cannot resolve"); what is left is between items and in the baseline's own noise.
+        limit = (
+            "; what is left after the last round is the spread between items and the baseline's own sampling "
+            "noise: more items (or a baseline with more samples) can resolve it, more candidate samples cannot"
+            if stop["by"] == BY_MAXIMUM and seen
+            else ""
+        )
         lines.append(
             f"{suite}: sequential {stop['verdict']} by the {where} after {stop['items']} of {maximum} items "
-            f"({path['samples_used']} samples){saved}"
+            f"({path['samples_used']} samples){saved}{limit}"
         )
     return lines
 

@@ -4,11 +4,14 @@ The runner (and the calibration simulation, so that both run the same rule) hand
 item as soon as it and every item before it in the committed order have finished: the
 always-valid monitors (monitors.py) are checked after every item, the group-sequential
 look (sequential.py) when the count reaches a planned size. The first of them that decides
-stops the suite; at the maximum size with no decision the suite ends INCONCLUSIVE.
+stops the suite; at the maximum size with no decision the suite ends INCONCLUSIVE. A design
+with rounds (sequential.rounds_design) then takes one look per round of more samples on every
+item (`add_round`), and ends INCONCLUSIVE after the last round.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,13 +78,30 @@ class SequentialSuite:
             self.stop = Stop(FAIL, fired[0], self.items, look)
             return self.stop
         if self.items == self.design.sizes[len(self.looks)]:
-            result = evaluate_look(self.design, len(self.looks), self._baseline, self._candidate)
-            self.looks.append(result)
-            if result.verdict in (PASS, FAIL):
-                self.stop = Stop(result.verdict, BY_LOOK, self.items, result.look)
-            elif len(self.looks) == len(self.design.sizes):
-                self.stop = Stop(INCONCLUSIVE, BY_MAXIMUM, self.items, result.look)
+            self._look(self._candidate)
         return self.stop
+
+    @property
+    def awaits_round(self) -> bool:
+        """Whether the next look is a round's (every item at more samples), not an item look of round 1."""
+        return self.stop is None and self.items == self.design.max_items and len(self.looks) < len(self.design.sizes)
+
+    def add_round(self, candidate: Sequence[ItemTotals]) -> Stop | None:
+        """The next round's look: every item of the committed order up to the maximum, in that order,
+        its candidate score over all of its samples so far. The monitors saw round 1 only: they assume
+        independent items, and a round repeats the same items."""
+        if not self.awaits_round:
+            raise ValueError(f"no round look is due after {len(self.looks)} looks at {self.items} items")
+        self._look(candidate)
+        return self.stop
+
+    def _look(self, candidate: Sequence[ItemTotals]) -> None:
+        result = evaluate_look(self.design, len(self.looks), self._baseline, candidate)
+        self.looks.append(result)
+        if result.verdict in (PASS, FAIL):
+            self.stop = Stop(result.verdict, BY_LOOK, self.items, result.look)
+        elif len(self.looks) == len(self.design.sizes):
+            self.stop = Stop(INCONCLUSIVE, BY_MAXIMUM, self.items, result.look)
 
     def to_dict(self) -> dict[str, Any]:
         """The whole path: design, every look against its bounds, the monitors and the stop."""

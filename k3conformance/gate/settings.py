@@ -29,6 +29,8 @@ class GateSettings:
     looks: int = _default("looks")
     max_items: int | None = _default("max_items")
     sample_rounds: tuple[int, ...] = _default("sample_rounds")
+    # The run's samples per item: round 1 of a suite sampled in rounds.
+    samples: int = _default("samples")
 
     @classmethod
     def from_options(cls, options: object) -> GateSettings:

@@ -80,6 +80,9 @@ class Probe:
     # a limited run keeps at least one of every kind each check uses. "" for the dataset's.
     kind: str = ""
     data: Mapping[str, Any] = field(default_factory=dict)
+    # A round of a suite sampled in rounds (the sequential gate) sends samples first_sample … first_sample +
+    # samples − 1 of the item; records keep those absolute indices, so --k3-resume finds them.
+    first_sample: int = 0
 
     def __post_init__(self) -> None:
         if bool(self.requests) == (self.conversation is not None):
@@ -87,7 +90,8 @@ class Probe:
 
     @property
     def key(self) -> tuple[str, str]:
-        return (self.suite, self.item)
+        # The runner sends each key once: a later round of the same item is a probe of its own.
+        return (self.suite, self.item if not self.first_sample else f"{self.item}@{self.first_sample}")
 
     def __str__(self) -> str:
         return self.item
@@ -132,10 +136,12 @@ class ProbeResult:
             and not (self.probe.status_errors_are_results and outcome.http_status == INTERNAL_SERVER_ERROR)
         ]
 
-    def outcome(self, step: str, sample: int = 0) -> Outcome:
-        return self.samples[sample].outcomes[step]
+    def outcome(self, step: str, sample: int | None = None) -> Outcome:
+        """One step's outcome of sample `sample` (its absolute index; the probe's first sample when None)."""
+        first = self.probe.first_sample
+        return self.samples[(first if sample is None else sample) - first].outcomes[step]
 
-    def completion(self, step: str, sample: int = 0) -> Completion:
+    def completion(self, step: str, sample: int | None = None) -> Completion:
         """The completion of one step; a 4xx fails the test as an `api` fault, a refusal of
         the server's parser as a `parser` fault."""
         __tracebackhide__ = True

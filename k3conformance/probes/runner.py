@@ -199,12 +199,12 @@ class Runner:
             self._advance(position)
         return self._submit(probe).result()
 
-    def cancel(self, suite: str, keep: set[str]) -> list[Probe]:
-        """Stop a suite early: its planned probes outside `keep` that have not finished are never
-        sent, or cancelled in flight (their partial responses are not recorded). Returns them."""
+    def cancel(self, suite: str, keep: Callable[[Probe], bool]) -> list[Probe]:
+        """Stop a suite early: its planned probes that `keep` turns down and that have not finished
+        are never sent, or cancelled in flight (their partial responses are not recorded). Returns them."""
         cancelled = []
         for probe in self._plan.probes:
-            if probe.suite != suite or probe.item in keep or probe.key in self._plan.cancelled:
+            if probe.suite != suite or keep(probe) or probe.key in self._plan.cancelled:
                 continue
             future = self._futures.get(probe.key)
             if future is not None and future.done() and not future.cancelled():
@@ -227,7 +227,8 @@ class Runner:
 
     async def _run_probe(self, probe: Probe) -> ProbeResult:
         samples = probe.samples or self.settings.samples
-        results = await asyncio.gather(*(self._run_sample(probe, sample) for sample in range(samples)))
+        indices = range(probe.first_sample, probe.first_sample + samples)
+        results = await asyncio.gather(*(self._run_sample(probe, sample) for sample in indices))
         return ProbeResult(probe, list(results))
 
     async def _run_sample(self, probe: Probe, sample: int) -> SampleResult:
