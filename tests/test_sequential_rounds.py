@@ -141,7 +141,9 @@ def _rounds_run() -> tuple[SequentialRun, list[str]]:
         for i in range(ITEMS)
     }
     baseline = StoredRun({"suites": {"math": {"scores": scores}}}, None)  # type: ignore[typeddict-item]
-    run = SequentialRun.start(baseline, GateSettings(margin=10.0, samples=1), "run-1", {"math": list(scores)})
+    run = SequentialRun.start(
+        baseline, GateSettings(margin=10.0, samples=1), "run-1", {"math": dict.fromkeys(scores, "")}
+    )
     return run, run.suites["math"].order
 
 

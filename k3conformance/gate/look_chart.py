@@ -17,6 +17,12 @@ def _column(value: float, scale: float) -> int:
     return round((clipped + scale) / (2 * scale) * (WIDTH - 1))
 
 
+def _bound(value: float) -> str:
+    """A bound in six characters: an early look that spends almost nothing on few degrees of
+    freedom has a t bound in the tens of thousands, which would push the chart out of line."""
+    return f"{value:>+6.2f}" if abs(value) < 1000 else f"{value:>+6.0e}"
+
+
 def _axis(look: Mapping[str, Any], scale: float) -> str:
     cells = [" "] * WIDTH
     cells[_column(0.0, scale)] = "·"
@@ -77,8 +83,8 @@ def look_chart(suite: str, path: Mapping[str, Any]) -> list[str]:
     for look in looks:
         count = f"  {samples[look['look'] - 1]:>7}" if samples else ""
         lines.append(
-            f"  {look['look']:>4}  {look['items']:>5}{count}  {look['fail_bound']:>+6.2f}  {look['statistic']:>+9.2f}  "
-            f"{look['pass_bound']:>+6.2f}  {_axis(look, scale)}  {look['verdict']}"
+            f"  {look['look']:>4}  {look['items']:>5}{count}  {_bound(look['fail_bound'])}  {look['statistic']:>+9.2f}  "
+            f"{_bound(look['pass_bound'])}  {_axis(look, scale)}  {look['verdict']}"
         )
     return lines
 
