@@ -86,6 +86,10 @@ class SamplesOutlook:
     # With unlimited candidate samples: what is left is between-item spread and the baseline's noise.
     limit_drop: float
 
+    @property
+    def variance(self) -> ItemVariance:
+        return ItemVariance(self.between, self.baseline_noise, self.within)
+
 
 @dataclass(frozen=True)
 class SuitePlan:
@@ -186,19 +190,21 @@ def samples_outlook(
     within = within_variances(baseline)
     if within is None or spread.noise is None:
         return None
-    per_sample = sum(within.values()) / len(within)
-    baseline_noise = sum(within[item] / baseline[item].samples for item in within) / len(within)
-    between = max(0.0, spread.sd**2 - spread.noise)
+    variance = ItemVariance(
+        between=max(0.0, spread.sd**2 - spread.noise),
+        baseline_noise=sum(within[item] / baseline[item].samples for item in within) / len(within),
+        within=sum(within.values()) / len(within),
+    )
 
-    def drop(candidate_noise: float) -> float:
-        return _min_detectable_drop(chosen, math.sqrt(between + baseline_noise + candidate_noise))
+    def drop(item_variance: float) -> float:
+        return _min_detectable_drop(chosen, math.sqrt(item_variance))
 
     return SamplesOutlook(
-        within=per_sample,
-        between=between,
-        baseline_noise=baseline_noise,
-        drops=tuple((k, drop(per_sample / k)) for k in sorted(set(rounds))),
-        limit_drop=drop(0.0),
+        within=variance.within,
+        between=variance.between,
+        baseline_noise=variance.baseline_noise,
+        drops=tuple((k, drop(variance.at(k))) for k in sorted(set(rounds))),
+        limit_drop=drop(variance.between + variance.baseline_noise),
     )
 
 
@@ -215,7 +221,7 @@ def _rounds_of(
     counts = round_counts(first, sample_rounds)
     if outlook is None or outlook.within <= 0 or len(counts) < 2:
         return None
-    return rounds_design(chosen, counts, ItemVariance(outlook.between, outlook.baseline_noise, outlook.within))
+    return rounds_design(chosen, counts, outlook.variance)
 
 
 def plan_suite(
@@ -270,8 +276,7 @@ def plan_suite(
 def _rounds_drop(rounds: SequentialDesign, outlook: SamplesOutlook | None) -> float:
     """At the last round the statistic's spread per item is √v(s_R): the drop formula at that spread."""
     assert outlook is not None
-    variance = ItemVariance(outlook.between, outlook.baseline_noise, outlook.within)
-    return _min_detectable_drop(rounds, math.sqrt(variance.at(rounds.samples[-1])))
+    return _min_detectable_drop(rounds, math.sqrt(outlook.variance.at(rounds.samples[-1])))
 
 
 def _z_sum(alpha: float) -> float:
@@ -367,7 +372,7 @@ def rounds_lines(plan: SuitePlan) -> list[str]:
         return []
     looks = ", ".join(f"({size}, {samples})" for size, samples in zip(rounds.sizes, rounds.samples, strict=True))
     return [
-        f"  a sequential run samples in rounds of {', '.join(map(str, sorted(set(rounds.samples))))} samples per item "
+        f"  a sequential run samples in rounds of {', '.join(map(str, rounds.round_samples))} samples per item "
         f"on the same items: looks (items, samples per item) at {looks}; minimum detectable drop after the last "
         f"round: {plan.rounds_min_detectable_drop * 100:.1f} pts"
     ]

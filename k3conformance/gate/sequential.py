@@ -212,6 +212,15 @@ class SequentialDesign:
     def has_rounds(self) -> bool:
         return bool(self.samples) and self.samples[-1] > self.samples[0]
 
+    @property
+    def round_samples(self) -> tuple[int, ...]:
+        """Samples per item after each round, round 1 first; () for an item-only design."""
+        return tuple(sorted(set(self.samples))) if self.has_rounds else ()
+
+    def round_looks(self, looks: int) -> int:
+        """How many of the first `looks` looks were rounds' (every item at more samples than round 1)."""
+        return sum(1 for samples in self.samples[:looks] if samples > self.samples[0])
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         if not self.samples:

@@ -119,7 +119,7 @@ def _samples_used(
 ) -> int:
     if rounds is None:
         return sum(candidate.item_totals(suite)[item].samples for item in fed)
-    looked = sum(1 for samples in rule.design.samples[: len(rule.looks)] if samples > rule.design.samples[0])
+    looked = rule.design.round_looks(len(rule.looks))
     return sum(rounds[item][looked][0].samples for item in fed)
 
 

@@ -85,9 +85,8 @@ class SuiteRun:
     rule: SequentialSuite
     # Tests still to report per (item, round); an item's round is scored when its count reaches 0.
     pending: dict[tuple[str, int], int] = field(default_factory=dict)
-    scored: dict[str, RoundScore] = field(default_factory=dict)
-    # Rounds after the first (a design with rounds): per item, its score after each round reported.
-    rounds_scored: dict[str, dict[int, RoundScore]] = field(default_factory=dict)
+    # Per item, its score after each round it reported (0: round 1; later rounds in a design with rounds).
+    scored: dict[str, dict[int, RoundScore]] = field(default_factory=dict)
     fed: int = 0
     blocked_by: str | None = None
     # Filled when the suite stops early: what was not sent because of it.
@@ -103,17 +102,12 @@ class SuiteRun:
     def selected(self) -> list[str]:
         return self.order[: self.design.max_items]
 
-    @property
-    def round_samples(self) -> tuple[int, ...]:
-        """Samples per item after each round (one entry for a design without rounds)."""
-        return tuple(sorted(set(self.design.samples))) if self.design.has_rounds else (0,)
-
     def round_of(self, first_sample: int) -> int:
         """The round (0 for the first) whose tests send samples from `first_sample` on."""
-        return 0 if first_sample == 0 else self.round_samples.index(first_sample) + 1
+        return 0 if first_sample == 0 else self.design.round_samples.index(first_sample) + 1
 
     def round_of_look(self, look: int) -> int:
-        return self.round_samples.index(self.design.samples[look]) if self.design.has_rounds else 0
+        return self.design.round_samples.index(self.design.samples[look]) if self.design.has_rounds else 0
 
     @property
     def send_ahead_to(self) -> tuple[int, int]:
@@ -125,33 +119,28 @@ class SuiteRun:
         look = len(self.rule.looks)
         return (self.round_of_look(look), self.design.sizes[look])
 
+    def has_round(self, item: str, round_: int) -> bool:
+        return round_ in self.scored.get(item, {})
+
     def used(self, item: str, round_: int) -> bool:
         """Whether the rule has this item's round (its requests are finished and fed)."""
         if round_ == 0:
             return item in self.selected[: self.fed]
-        return round_ in self.rounds_scored.get(item, {})
-
-    @property
-    def rounds_looked(self) -> int:
-        """Round looks taken (after round 1's item looks)."""
-        return sum(1 for look in range(len(self.rule.looks)) if self.round_of_look(look) > 0)
+        return self.has_round(item, round_)
 
     def added_samples(self, item: str, round_: int, samples: int) -> bool:
         """Whether the item's score (over all rounds so far) holds samples of this round: a later round
         that could not be scored (an infrastructure error) leaves the earlier rounds' totals."""
         if round_ == 0:
             return True
-        before = self.scored.get(item) if round_ == 1 else self.rounds_scored.get(item, {}).get(round_ - 1)
+        before = self.scored.get(item, {}).get(round_ - 1)
         return before is not None and samples > before[0].samples
-
-    def score_at(self, item: str, round_: int) -> RoundScore:
-        return self.scored[item] if round_ == 0 else self.rounds_scored[item][round_]
 
     @property
     def samples_used(self) -> int:
         """The samples the decision used: every fed item's, at the last round looked at."""
-        last = self.rounds_looked
-        return sum(self.score_at(item, last)[0].samples for item in self.selected[: self.fed])
+        last = self.design.round_looks(len(self.rule.looks))
+        return sum(self.scored[item][last][0].samples for item in self.selected[: self.fed])
 
     def round_totals(self) -> dict[str, list[list[Any]]]:
         """Per item, [samples, correct, looping, truncated] after each round it reported (for compare's
@@ -160,15 +149,11 @@ class SuiteRun:
             return {}
         table: dict[str, list[list[Any]]] = {}
         for item in self.selected:
-            rounds = [
-                self.scored.get(item),
-                *(self.rounds_scored.get(item, {}).get(r) for r in range(1, len(self.round_samples))),
-            ]
             reported = []
-            for score in rounds:
-                if score is None:
+            for round_ in range(len(self.design.round_samples)):
+                if not self.has_round(item, round_):
                     break
-                totals, looping, truncated = score
+                totals, looping, truncated = self.scored[item][round_]
                 reported.append([totals.samples, totals.correct, looping, truncated])
             if reported:
                 table[item] = reported
@@ -226,7 +211,7 @@ class SequentialRun:
     def rounds_of(self, suite: str) -> tuple[int, ...]:
         """Samples per item after each round of a suite sampled in rounds; () for any other suite."""
         entry = self.suites.get(suite)
-        return entry.round_samples if entry is not None and entry.design.has_rounds else ()
+        return entry.design.round_samples if entry is not None else ()
 
     def may_send(self, suite: str, item: str, first_sample: int = 0) -> bool:
         """Whether the runner may send this item's requests (of the round from `first_sample`) ahead of its tests now."""
@@ -264,24 +249,19 @@ class SequentialRun:
         if entry.pending[(item, round_)] > 0:
             return None
         if score is None or not score.samples or not entry.added_samples(item, round_, int(score.samples)):
-            if round_ == 0:
-                entry.scored.pop(item, None)
             entry.blocked_by = entry.blocked_by or item
         else:
-            scored = (ItemTotals(int(score.samples), float(score.correct)), score.looping > 0, score.truncated > 0)
-            if round_ == 0:
-                entry.scored[item] = scored
-            else:
-                entry.rounds_scored.setdefault(item, {})[round_] = scored
+            totals = ItemTotals(int(score.samples), float(score.correct))
+            entry.scored.setdefault(item, {})[round_] = (totals, score.looping > 0, score.truncated > 0)
         return self._feed(entry) or self._feed_rounds(entry)
 
     def _feed(self, entry: SuiteRun) -> Stop | None:
         baseline = self.baseline.item_totals(entry.plan.suite)
         while entry.rule.stop is None and entry.fed < len(entry.selected):
             item = entry.selected[entry.fed]
-            if item not in entry.scored:
+            if not entry.has_round(item, 0):
                 return None
-            totals, looping, truncated = entry.scored[item]
+            totals, looping, truncated = entry.scored[item][0]
             entry.fed += 1
             stop = entry.rule.add(baseline[item], totals, looping=looping, truncated=truncated)
             if stop is not None:
@@ -292,9 +272,9 @@ class SequentialRun:
         """Take each round's look once every selected item has reported that round (the order is complete)."""
         while entry.rule.awaits_round:
             round_ = entry.round_of_look(len(entry.rule.looks))
-            if not all(round_ in entry.rounds_scored.get(item, {}) for item in entry.selected):
+            if not all(entry.has_round(item, round_) for item in entry.selected):
                 return None
-            stop = entry.rule.add_round([entry.rounds_scored[item][round_][0] for item in entry.selected])
+            stop = entry.rule.add_round([entry.scored[item][round_][0] for item in entry.selected])
             if stop is not None:
                 return stop
         return None
@@ -305,8 +285,9 @@ class SequentialRun:
         stop (a conversation cancelled in flight). An estimate: the counts come from the records."""
         entry = self.suites[suite]
         entry.cancelled_items = list(dict.fromkeys(probe.item for probe in cancelled))
-        used = [spent.get((suite, item), Spend()) for item in entry.scored]
-        samples = sum(score[0].samples for score in entry.scored.values())
+        first_round = {item: rounds[0] for item, rounds in entry.scored.items() if 0 in rounds}
+        used = [spent.get((suite, item), Spend()) for item in first_round]
+        samples = sum(score[0].samples for score in first_round.values())
         already = Spend()
         for probe in cancelled:
             already.add(spent.get(probe.key, Spend()))
