@@ -61,7 +61,8 @@ def test_paths_outside_the_copy_are_refused_with_a_message(path: str) -> None:
     workspace = Workspace(dict(TASKS[0].start), POOL)
     result = asyncio.run(workspace.call("read_file", {"path": path}))
     assert not result.ok and result.refused == "path outside the repository"
-    assert result.text.startswith("error: ") and path_problem(path) in result.text
+    problem = path_problem(path)
+    assert problem is not None and result.text.startswith("error: ") and problem in result.text
 
 
 def test_tools_change_only_the_copy_and_report_deterministically() -> None:

@@ -1,6 +1,6 @@
 """Rounds of samples per item in the sequential gate (k3conformance/stats/group_sequential.py rounds_design,
 SequentialSuite.add_round): the covariance claim the bounds rest on, the design's shape, and the
-calibration of the rule with rounds (tests/rounds_simulation.py; the README's rounds table is these
+calibration of the rule with rounds (tests/support/rounds_simulation.py; the README's rounds table is these
 figures). Error rates are asserted with a Monte-Carlo allowance of two standard errors above α."""
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ def test_nested_looks_have_the_covariance_of_independent_increments() -> None:
     noise = rng.normal(0, math.sqrt(within), (replicates, items, samples))
 
     def mean_difference(n: int, s: int) -> np.ndarray:
-        return (effect[:, :n] + noise[:, :n, :s].mean(axis=2)).mean(axis=1)
+        means: np.ndarray = (effect[:, :n] + noise[:, :n, :s].mean(axis=2)).mean(axis=1)
+        return means
 
     looks = [(5, 1), (10, 1), (20, 1), (20, 2), (20, 8)]
     values = {look: mean_difference(*look) for look in looks}

@@ -330,7 +330,7 @@ def test_a_profile_names_its_parser() -> None:
 def test_the_matrix_command_reports_every_case_and_fails_on_a_disagreement(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Not llama.cpp's column: it starts a server (tests/test_llamacpp.py runs it).
+    # Not llama.cpp's column: it starts a server (tests/e2e/test_llamacpp.py runs it).
     assert main(["parsers", "--parser", "builtin", "--parser", "sglang"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("case") and "builtin k3conformance whole" in lines[0]

@@ -81,6 +81,21 @@ def assert_records_readable(run_dir: Path) -> None:
                 json.loads(tail)
 
 
+def _start_with_sigint_delivered(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """A CI runner that starts pytest as a background job hands it SIGINT ignored, and an ignored
+    disposition survives exec: the child would never see the Ctrl-C under test. A handled one is
+    reset to the default by exec, so SIGINT is handled here while the child starts."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        # A session of its own: a signal to its process group is what Ctrl-C at a terminal sends,
+        # and it must not reach the pytest running this test.
+        return subprocess.Popen(
+            command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def interrupted_run(
     pytester: pytest.Pytester, server: RunningServer, stop: signal.Signals, workers: list[str], whole_group: bool
 ) -> tuple[subprocess.CompletedProcess[bytes], Path]:
@@ -89,11 +104,7 @@ def interrupted_run(
         "--k3-endpoint", server.url, "--k3-shape", "tp8", "--k3-results-dir", "out", "--k3-concurrency", "2",
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    # A session of its own: a signal to its process group is what Ctrl-C at a terminal sends,
-    # and it must not reach the pytest running this test.
-    with subprocess.Popen(
-        command, cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
-    ) as run:
+    with _start_with_sigint_delivered(command, pytester.path, env) as run:
         wait_for(lambda: finished_response_lines(pytester.path / "out") >= SIGNAL_AFTER, f"{SIGNAL_AFTER} records")
         if whole_group:
             os.killpg(run.pid, stop)

@@ -11,9 +11,9 @@ from typing import Any
 
 from k3conformance.runs.records import SUMMARY_FILE, iter_records
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # The conformance suites; the accuracy suites measure rather than check, and
-# tests/test_eval_suites.py shows their one check (an answer that can be scored) failing.
+# tests/e2e/test_eval_suites.py shows their one check (an answer that can be scored) failing.
 CONFORMANCE_SUITES = (
     "test_smoke.py",
     "test_reasoning.py",
@@ -67,3 +67,20 @@ def comparable(record: dict[str, Any]) -> dict[str, Any]:
             for key in ("content", "reasoning", "reasoning_field", "tool_calls", "finish_reason", "usage", "model")
         },
     }
+
+
+def outcomes(results: Path) -> list[dict[str, object]]:
+    """Every outcome record a run under `results` left."""
+    found = []
+    for path in results.glob("*/*/records-*.jsonl"):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("kind") == "outcome":
+                found.append(record)
+    return found
+
+
+def check_name(outcome: dict[str, object]) -> str:
+    """`suite/check[mode]`, as the fault matrix names a check."""
+    name = f"{outcome['suite']}/{str(outcome['test']).removeprefix('test_')}"
+    return name + (f"[{outcome['mode']}]" if outcome.get("mode") else "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import cast
 
 import pytest
 from sequential_simulation import exact_crossings
@@ -226,12 +227,15 @@ def test_a_suite_that_cannot_be_planned_runs_fixed_size() -> None:
 
     from k3conformance.gate.sequential.state import SequentialRun, committed_order
     from k3conformance.gate.settings import GateSettings
+    from k3conformance.runs.schema import RunSummary
     from k3conformance.runs.stored import StoredRun
 
     scores = {
         str(i): {"samples": 1, "correct": float(i % 2), "looping": 0, "truncated": 0, "no_answer": 0} for i in range(50)
     }
-    baseline = StoredRun({"suites": {"coding": {"scores": scores}, "math": {"scores": scores}}}, None)
+    baseline = StoredRun(
+        cast("RunSummary", {"suites": {"coding": {"scores": scores}, "math": {"scores": scores}}}), None
+    )
     collected = {"coding": dict.fromkeys(scores, ""), "math": dict.fromkeys(scores, "")}
     settings = GateSettings(alpha=0.05, margin=3.0, margins=(("math", 0.0),), looks=5, max_items=None)
     run = SequentialRun.start(baseline, settings, "run-1", collected)

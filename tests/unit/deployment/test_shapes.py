@@ -22,7 +22,7 @@ from k3conformance.gate.policy import (
     shape_policy,
 )
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[3] / "README.md"
 
 
 # The defining flags of each shape, written out from the SGLang Kimi-K3 cookbook (and, for

@@ -11,9 +11,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 from aiohttp.typedefs import Handler
-from run_files import copy_suites
+from run_files import check_name, copy_suites, outcomes
 from stub_server import serve_app
-from test_conformance_faults import check_name, outcomes
 
 from k3conformance.datasets.prompt_token_cases import load_prompt_token_cases
 from k3conformance.datasets.sources import DatasetUnavailable

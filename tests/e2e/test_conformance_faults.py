@@ -9,11 +9,8 @@ for instance). A new failure anywhere else is a regression in a check or a profi
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
-from run_files import copy_suites
+from run_files import check_name, copy_suites, outcomes
 
 # profile -> (the check it exists to trip, the layer that check must name)
 TARGETS: dict[str, tuple[str, str]] = {
@@ -479,21 +476,6 @@ EXTRA_ARGUMENTS = {
 def suites_project(pytester: pytest.Pytester) -> pytest.Pytester:
     copy_suites(pytester.path)
     return pytester
-
-
-def outcomes(results: Path) -> list[dict[str, object]]:
-    found = []
-    for path in results.glob("*/*/records-*.jsonl"):
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            if record.get("kind") == "outcome":
-                found.append(record)
-    return found
-
-
-def check_name(outcome: dict[str, object]) -> str:
-    name = f"{outcome['suite']}/{str(outcome['test']).removeprefix('test_')}"
-    return name + (f"[{outcome['mode']}]" if outcome.get("mode") else "")
 
 
 def run_suites(project: pytest.Pytester, profile: str) -> list[dict[str, object]]:

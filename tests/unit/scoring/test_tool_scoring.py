@@ -29,7 +29,7 @@ from k3conformance.scoring.call_matching import (
     schema_errors,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 AUTHORED_CATEGORIES = {"simple", "parallel", "irrelevance", "edge", "round_trip", "named"}
 

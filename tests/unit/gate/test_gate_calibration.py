@@ -202,8 +202,10 @@ def _draw_suite(rng: np.random.Generator, scenario: GateScenario, change: float)
     against, towards = (scenario.discordance - change) / 2, (scenario.discordance + change) / 2
     kind = rng.choice(3, size=ITEMS, p=[against, towards, 1 - against - towards])
     shared = rng.choice([0.1, 0.5, 0.9], size=ITEMS)
-    chances = (np.where(kind == 0, 1.0, np.where(kind == 1, 0.0, shared)),)
-    chances += (np.where(kind == 0, 0.0, np.where(kind == 1, 1.0, shared)),)
+    chances = (
+        np.where(kind == 0, 1.0, np.where(kind == 1, 0.0, shared)),
+        np.where(kind == 0, 0.0, np.where(kind == 1, 1.0, shared)),
+    )
     sides = []
     for chance in chances:
         right = rng.binomial(scenario.samples, chance)

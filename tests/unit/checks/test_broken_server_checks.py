@@ -1,7 +1,7 @@
 """Checks that used to pass a broken server (issue 11), each on the case that fooled it.
 
 Each case is also shown end to end on a reference profile with the fault in
-tests/test_conformance_faults.py; these pin the rule on the exact reproduction."""
+tests/e2e/test_conformance_faults.py; these pin the rule on the exact reproduction."""
 
 from __future__ import annotations
 

@@ -123,7 +123,7 @@ def test_contradicting_shape_label_is_reported() -> None:
 
 def test_check_regression_and_still_failing_checks() -> None:
     before = {"a[plain]": {"passed": 4, "failed": 0}, "b[plain]": {"passed": 2, "failed": 2}}
-    after = {
+    after: dict[str, dict[str, Any]] = {
         "a[plain]": {"passed": 1, "failed": 3, "excerpts": {"api": "x: [layer: api] expected stop"}},
         "b[plain]": {"passed": 0, "failed": 4},
     }

@@ -6,8 +6,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from run_files import REPO
-from test_conformance_faults import check_name, outcomes
+from run_files import REPO, check_name, outcomes
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from k3conformance.reference import AnswerKey, RunningServer, Simulator, default
 from k3conformance.reference.server import start_in_thread
 
 MODEL = "kimi-k3-simulator"
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 CAPITAL_PROMPT = "What is the capital of France? Reply with the city name only."
 WEATHER_PROMPT = "What is the weather in Paris right now?"
 SUITE = {

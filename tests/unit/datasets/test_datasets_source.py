@@ -33,7 +33,7 @@ from k3conformance.datasets.sources import (
     parse_dataset_spec,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 # ---------------------------------------------------------------------------
 # Parsing

@@ -9,7 +9,7 @@ import pytest
 
 from k3conformance.xtml.markup import find_markup
 
-CORPUS = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "markup" / "corpus.json").read_text())["items"]
+CORPUS = json.loads((Path(__file__).resolve().parents[3] / "fixtures" / "markup" / "corpus.json").read_text())["items"]
 
 
 def test_precision_and_recall_on_the_labelled_corpus(capsys: pytest.CaptureFixture[str]) -> None:
