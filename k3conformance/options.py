@@ -31,6 +31,9 @@ EFFORTS: tuple[Effort, ...] = ("low", "high", "max")
 THINK_MODES: tuple[ThinkMode, ...] = ("opensource", "kimi")
 
 _SHAPE_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+API_KEY_ENV = "K3_API_KEY"
+NO_KEY = "no key"
 
 
 def positive_int(text: str) -> int:
@@ -188,6 +191,14 @@ def text_value(text: str) -> str:
     return text
 
 
+def variable_name(text: str) -> str:
+    if not _VARIABLE.match(text):
+        raise argparse.ArgumentTypeError(
+            f"expected the name of an environment variable (letters, digits, _), such as OPENAI_API_KEY, got {text!r}"
+        )
+    return text
+
+
 def boolean(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in ("1", "true", "yes", "on"):
@@ -234,10 +245,21 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "api_key",
         text_value,
         None,
-        "API key sent as a bearer token (default: $K3_API_KEY, then $OPENAI_API_KEY); never written anywhere",
-        env=("K3_API_KEY", "OPENAI_API_KEY"),
+        "API key sent as a bearer token (default: $K3_API_KEY, or the variable --k3-api-key-env names); "
+        "never written anywhere",
+        # Only a variable meant for this tool: OPENAI_API_KEY (a developer's own key) is read
+        # only when named with --k3-api-key-env, so it never goes to another endpoint unasked.
+        env=(API_KEY_ENV,),
         # A key in pyproject.toml ends up in version control: the environment is the place for it.
         ini=False,
+    ),
+    OptionSpec(
+        "api_key_env",
+        variable_name,
+        None,
+        "Name of an environment variable holding the API key, e.g. OPENAI_API_KEY: read only when named here "
+        "(--k3-api-key still wins)",
+        env=("K3_API_KEY_ENV",),
     ),
     OptionSpec(
         "shape",
@@ -461,6 +483,7 @@ class Settings:
     endpoint: str
     model: str | None
     api_key: str | None = field(repr=False)
+    api_key_env: str | None
     shape: str | None
     results_dir: Path
     think_mode: ThinkMode
@@ -501,6 +524,8 @@ class Settings:
     agent_tokens: int
     agent_wall_time: float
     agent_unisolated: bool
+    # Derived, not an option: where the key came from, for the header and the errors (never the key).
+    api_key_source: str = NO_KEY
 
 
 # The options the gate reads: `pytest --k3-baseline` and `k3conformance compare` both take
@@ -561,7 +586,40 @@ def resolve_settings(config: pytest.Config) -> Settings:
     values: dict[str, Any] = {}
     for spec in OPTIONS:
         values[spec.name] = _resolve(config, spec)
+    values["api_key"], values["api_key_source"] = _resolve_key(config, values["api_key_env"])
     return Settings(**values)
+
+
+def _resolve_key(config: pytest.Config, named: str | None) -> tuple[str | None, str]:
+    """The key and where it came from: --k3-api-key, then the variable --k3-api-key-env names
+    (asked for, so it must hold one), then $K3_API_KEY; nothing else."""
+    spec = option("api_key")
+    given = config.getoption(spec.dest)
+    if given is not None:
+        return cast(str, given), spec.flag
+    if named is not None:
+        raw = os.environ.get(named)
+        if not raw:
+            raise pytest.UsageError(
+                f"--k3-api-key-env names ${named}, which is not set (or empty) in this environment: export it, "
+                f"or pass the key with --k3-api-key or ${API_KEY_ENV}"
+            )
+        return _parse(spec, raw, f"environment variable {named}"), f"${named} (named by --k3-api-key-env)"
+    raw = os.environ.get(API_KEY_ENV)
+    if raw:
+        return _parse(spec, raw, f"environment variable {API_KEY_ENV}"), f"${API_KEY_ENV}"
+    return None, NO_KEY
+
+
+def key_lines(settings: Settings) -> list[str]:
+    """The header's word on the key: its source (never the key), and a key left unread on purpose."""
+    if settings.api_key is not None:
+        return [f"API key from {settings.api_key_source}"]
+    unread = [name for name in ("OPENAI_API_KEY",) if os.environ.get(name)]
+    line = f"no API key sent (set ${API_KEY_ENV}, --k3-api-key or --k3-api-key-env NAME)"
+    if unread:
+        line += f"; ${unread[0]} is set but not read: --k3-api-key-env {unread[0]} sends it"
+    return [line]
 
 
 def _resolve(config: pytest.Config, spec: OptionSpec[T]) -> T:

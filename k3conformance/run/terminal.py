@@ -11,7 +11,7 @@ from tabulate import tabulate
 from k3conformance.endpoint.resolved import ResolvedEndpoint
 from k3conformance.endpoint.url import is_reference, strip_credentials
 from k3conformance.formatting import percent
-from k3conformance.options import Settings
+from k3conformance.options import Settings, key_lines
 from k3conformance.run.tally import SuiteTally
 from k3conformance.scoring.call_matching import SchemaAccuracy, TriggerCounts
 from k3conformance.scoring.item_score import summarize
@@ -40,6 +40,7 @@ def header_lines(
             f"temperature {settings.temperature}, top_p {settings.top_p}, concurrency {settings.concurrency}/process"
         ),
         f"k3conformance: records {'resume into' if resumed else 'go to'} {run_dir}",
+        *(f"k3conformance: {line}" for line in key_lines(settings)),
     ]
     if settings.prompt_token_cases is not None:
         lines.append(
