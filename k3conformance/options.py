@@ -404,6 +404,14 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "Share of the baseline's scored items the candidate must score, else the gate is INCOMPLETE (default: 1, all)",
     ),
     OptionSpec(
+        "fail_unsolved",
+        boolean,
+        False,
+        "Fail an accuracy item that is not solved in every sample, or that looped or was truncated (layer model), "
+        "for pipelines that read JUnit per test; by default it passes, with its outcome as a k3_outcome property",
+        flag_only=True,
+    ),
+    OptionSpec(
         "save_baseline",
         boolean,
         False,
@@ -513,6 +521,7 @@ class Settings:
     repetition_floor: float
     truncation_floor: float
     min_coverage: float
+    fail_unsolved: bool
     save_baseline: bool
     server_args: Path | None
     sequential: bool

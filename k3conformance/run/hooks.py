@@ -296,6 +296,9 @@ class RunHooks:
         outcome = classify(item, call, report)
         if outcome is not None:
             report.user_properties.append((USER_PROPERTY, outcome))
+            from k3conformance.run.junit import mark_item
+
+            mark_item(item, report, outcome, self.state.settings.fail_unsolved)
         if call.excinfo is not None and call.excinfo.errisinstance(InfrastructureError):
             # The endpoint failed, not our code: the message is the whole story.
             report.longrepr = str(call.excinfo.value)
@@ -342,6 +345,9 @@ class RunHooks:
             state.gate_result = _run_gate(state, summary)
             if state.gate_result.fails():
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            from k3conformance.run.junit import report_gate_case
+
+            report_gate_case(session.config, state.gate_result)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """Print the suite and check tables, the requests, the run folder and the gate."""
@@ -396,4 +402,11 @@ class RunHooks:
                 "detectable drop above",
                 yellow=True,
             )
-        terminalreporter.write_line(f"gate reports: {self.state.run_dir}/gate.md, gate.json")
+        from k3conformance.gate.report import GATE_CHART
+
+        chart = (
+            ", gate.png"
+            if (self.state.run_dir / GATE_CHART).is_file()
+            else " (gate.png not drawn: matplotlib, the plot extra, is not installed)"
+        )
+        terminalreporter.write_line(f"gate reports: {self.state.run_dir}/gate.md, gate.json{chart}")
