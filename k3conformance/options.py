@@ -460,6 +460,13 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "Continue the latest incomplete run of this shape, re-sending only unfinished requests",
         flag_only=True,
     ),
+    OptionSpec(
+        "conformance_first",
+        boolean,
+        True,
+        "Run the conformance suites before the accuracy suites, so a parser or API failure shows first "
+        "(default: on; --k3-conformance-first=off keeps the collected order)",
+    ),
     OptionSpec("agent_turns", positive_int, 40, "Turn limit per agentic coding task (default: 40)"),
     OptionSpec(
         "agent_tokens",
@@ -529,6 +536,7 @@ class Settings:
     max_items: int | None
     sample_rounds: tuple[int, ...]
     resume: bool
+    conformance_first: bool
     agent_turns: int
     agent_tokens: int
     agent_wall_time: float

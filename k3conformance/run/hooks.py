@@ -17,9 +17,10 @@ from k3conformance.endpoint.url import is_reference
 from k3conformance.options import Settings, check_separate_path_values, resolve_settings
 from k3conformance.probes.probe import InfrastructureError, Probe, probe_of
 from k3conformance.run.activation import STASH_KEY, SUITES_MARKER, has_suites_conftest, reference_profile
+from k3conformance.run.ordering import MARKERS, conformance_first, mark_kinds, suite_kinds
 from k3conformance.run.signals import interrupt_on_sigterm, restore_sigterm
 from k3conformance.run.state import WORKERINPUT_KEY, WORKEROUTPUT_KEY, RunState
-from k3conformance.run.tally import USER_PROPERTY, classify, suite_of, tally_report
+from k3conformance.run.tally import FAILED, USER_PROPERTY, classify, suite_of, tally_report
 from k3conformance.run.terminal import (
     NO_BASELINE_NOTE,
     SIMULATOR_NOTICE,
@@ -27,6 +28,7 @@ from k3conformance.run.terminal import (
     check_table,
     failure_lines,
     header_lines,
+    live_failure_line,
     metric_lines,
     suite_table,
 )
@@ -50,6 +52,8 @@ def activate(config: pytest.Config) -> RunState:
         )
     config.addinivalue_line("markers", "k3_suite(name): the k3conformance suite a test belongs to")
     config.addinivalue_line("markers", "k3_vendor: a vendor-mode check, run only with --k3-vendor")
+    for marker in MARKERS:
+        config.addinivalue_line("markers", marker)
     if not hasattr(config, "workerinput"):
         check_separate_path_values(config)
     settings = resolve_settings(config)
@@ -61,7 +65,7 @@ def activate(config: pytest.Config) -> RunState:
         state.launch = _read_launch(state.settings.server_args, state.settings.api_key)
     if state.role != "worker" and state.settings.baseline is not None and not config.option.collectonly:
         state.baseline = _load_baseline(state.settings)
-    config.pluginmanager.register(RunHooks(state), "k3conformance-run")
+    config.pluginmanager.register(RunHooks(state, config), "k3conformance-run")
     if config.pluginmanager.hasplugin("xdist") and state.role != "worker":
         from k3conformance.run.xdist import XdistHooks
 
@@ -180,8 +184,11 @@ def _run_gate(state: RunState, summary: RunSummary) -> GateResult:
 class RunHooks:
     """The hooks of a k3conformance run, registered by `activate` only in sessions that run one."""
 
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: RunState, config: pytest.Config) -> None:
         self.state = state
+        self.config = config
+        # (suite, check, layer) already shown as it happened: one line each, the rest are counted in the tables.
+        self._shown_failures: set[tuple[str, str, str]] = set()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -234,12 +241,18 @@ class RunHooks:
 
         return [f"k3conformance: {agent_isolation(self.state.settings.agent_unisolated).describe()}"]
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        """--k3-vendor checks only with it; --k3-limit keeps N items per suite (every item kind a check needs); then
-        the sequential gate's committed order."""
+        """Mark each suite's tests conformance or accuracy (before `-m` deselects) and put the conformance
+        suites first; --k3-vendor checks only with it; --k3-limit keeps N items per suite (every item kind a
+        check needs); then the sequential gate's committed order."""
         from k3conformance.probes.selection import limited, vendor_only
 
         settings = self.state.settings
+        kinds = suite_kinds(items)
+        mark_kinds(items, kinds)
+        if settings.conformance_first:
+            conformance_first(items, kinds)
         deselected: list[pytest.Item] = []
         if not settings.vendor:
             deselected = [item for item in items if vendor_only(item)]
@@ -322,10 +335,27 @@ class RunHooks:
                 state.writer.write(record)
         if state.role != "worker":
             tally_report(state.tallies, report)
+            self._show_failure(report)
         if state.sequential is not None:
             from k3conformance.run.sequential import feed_report
 
             feed_report(state, report)
+
+    def _show_failure(self, report: pytest.TestReport) -> None:
+        """Print a conformance failure when it happens, not only in the closing tables: the first of each
+        check and layer, with its excerpt (quiet only under -qq)."""
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is None or self.config.get_verbosity() < -1:
+            return
+        for name, value in report.user_properties:
+            if name != USER_PROPERTY or not isinstance(value, dict) or value.get("outcome") != FAILED:
+                continue
+            key = (str(value["suite"]), str(value["test"]) + str(value.get("mode") or ""), str(value.get("layer")))
+            if key in self._shown_failures:
+                continue
+            self._shown_failures.add(key)
+            terminal.ensure_newline()
+            terminal.write_line(live_failure_line(value, report.nodeid), red=True)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

@@ -153,6 +153,16 @@ def check_table(tallies: Mapping[str, SuiteTally]) -> str:
     )
 
 
+def live_failure_line(outcome: Mapping[str, Any], nodeid: str) -> str:
+    """A conformance failure as it happens: suite, check, layer and the first line of the message."""
+    check = str(outcome.get("test", "")).removeprefix("test_") + (f"[{outcome['mode']}]" if outcome.get("mode") else "")
+    message = str(outcome.get("message") or "").splitlines()
+    first = message[0] if message else ""
+    return f"k3conformance: FAILED {outcome.get('suite')}/{check} [layer: {outcome.get('layer') or 'unattributed'}] {nodeid}: {first}"[
+        :400
+    ]
+
+
 def failure_lines(tallies: Mapping[str, SuiteTally]) -> list[str]:
     """One excerpt per failing check and layer."""
     lines: list[str] = []
