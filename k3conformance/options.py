@@ -9,6 +9,7 @@ with a usage message that names where it came from.
 from __future__ import annotations
 
 import argparse
+import difflib
 import itertools
 import os
 import re
@@ -574,6 +575,21 @@ def add_options(parser: pytest.Parser) -> None:
             group.addoption(spec.flag, dest=spec.dest, type=spec.parse, default=None, help=spec.help)
         if spec.ini:
             parser.addini(spec.dest, spec.help, default=None)
+
+
+def check_option_spelling(args: list[str]) -> None:
+    """An unknown --k3-* flag is a usage error that names the closest known one (argparse would
+    say only "unrecognized arguments", after pytest has chosen its rootdir)."""
+    flags = [spec.flag for spec in OPTIONS]
+    for argument in args:
+        if argument == "--":
+            return
+        name = argument.partition("=")[0]
+        if not name.startswith("--k3-") or name in flags:
+            continue
+        close = difflib.get_close_matches(name, flags, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise pytest.UsageError(f"unknown option {name}: {hint}pytest --help lists the --k3-* options")
 
 
 def check_separate_path_values(config: pytest.Config) -> None:

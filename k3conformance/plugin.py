@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from k3conformance.options import Settings, add_options
+from k3conformance.options import Settings, add_options, check_option_spelling
 from k3conformance.probes.probe import Probe, probe_of
 from k3conformance.run.activation import STASH_KEY, runs_k3conformance
 
@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Register the --k3-* options and their ini keys."""
     add_options(parser)
+
+
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """A misspelt --k3-* option names the closest known one before anything else happens."""
+    check_option_spelling(args)
 
 
 def pytest_configure(config: pytest.Config) -> None:

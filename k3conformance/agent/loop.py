@@ -64,6 +64,9 @@ class TurnRecord:
     looping: bool
     # Where the loop was found: "reasoning", "content" or "joined"; None when none.
     looping_part: str | None = None
+    # The kind of that loop ("short-token", "block", "counter"), and whether the output got out of it.
+    loop_kind: str | None = None
+    loop_escaped: bool = False
 
 
 @dataclass
@@ -98,6 +101,15 @@ class AgentRun:
     @property
     def looping(self) -> bool:
         return any(turn.looping for turn in self.turns)
+
+    @property
+    def loop_kinds(self) -> tuple[str, ...]:
+        """The run's loop as `ItemScore.loop_kinds` counts a looping sample: the kind of its first
+        looping turn, and "escaped" when that turn got out of its loop."""
+        first = next((turn for turn in self.turns if turn.looping), None)
+        if first is None or first.loop_kind is None:
+            return ()
+        return (first.loop_kind, "escaped") if first.loop_escaped else (first.loop_kind,)
 
     def to_record(self) -> dict[str, Any]:
         record = asdict(self)
@@ -240,6 +252,11 @@ def _turn_record(turn: int, step: str, completion: Completion) -> TurnRecord:
         invalid.append({"kind": "markup in content", "detail": ", ".join(markup)})
     reports = detect_output(completion.reasoning, completion.content)
     looping_part = next((part for part, report in reports.items() if report.looping), None)
+    # As ItemScore.add_completion: the joined text sees every loop either part holds.
+    loop = next(
+        (reports[part] for part in ("combined", "reasoning", "content") if part in reports and reports[part].looping),
+        None,
+    )
     return TurnRecord(
         turn=turn,
         step=step,
@@ -251,4 +268,6 @@ def _turn_record(turn: int, step: str, completion: Completion) -> TurnRecord:
         refused=[],
         looping=looping_part is not None,
         looping_part=looping_part,
+        loop_kind=loop.kind if loop is not None else None,
+        loop_escaped=loop.escaped if loop is not None else False,
     )

@@ -127,7 +127,7 @@ def accuracy_table(tallies: Mapping[str, SuiteTally]) -> str:
         "suite",
         "items",
         "samples",
-        "accuracy [95% CI]",
+        "accuracy [95% Wilson]",
         "no answer",
         "truncated",
         "looping",

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from run_files import copy_suites
+from run_files import copy_suites, outcomes
 
 COMMON = ("--k3-limit", "12", "--k3-max-tokens", "8192", "--k3-results-dir", "out", "-p", "no:cacheprovider")
 SUITES = ("test_agentic_coding.py", "test_math.py")
@@ -73,12 +73,18 @@ def test_megamoe_gate_json_junit_and_markdown_tell_one_story(project: pytest.Pyt
     assert result.parseoutcomes()["failed"] == 1
     # A looping agentic task is not told to pass silently: its outcome is a property of its case.
     agent_cases = [case for name, case in junit.items() if "test_task_solved" in name and case.find("skipped") is None]
-    outcomes = [properties(case).get("k3_outcome", "") for case in agent_cases]
-    assert agent_cases and all(outcomes), "every scored item carries its outcome"
-    looping = [case for case in agent_cases if "k3_looping" in properties(case)]
-    assert looping and all(
-        properties(case)["k3_outcome"].startswith(("unsolved", "partly")) or True for case in looping
-    )
+    said = [properties(case).get("k3_outcome", "") for case in agent_cases]
+    assert agent_cases and all(said), "every scored item carries its outcome"
+    looping = [properties(case)["k3_outcome"] for case in agent_cases if "k3_looping" in properties(case)]
+    assert looping and all("looping" in outcome and not outcome.startswith("solved:") for outcome in looping)
+    # Each looping agentic item records its kind of loop (loop_kinds was {} with looping: 1).
+    scored: list[dict[str, Any]] = [
+        record["score"]  # type: ignore[misc]
+        for record in outcomes(project.path / "out")
+        if record["suite"] == "agentic_coding" and isinstance(record.get("score"), dict)
+    ]
+    looped = [score for score in scored if score["looping"]]
+    assert looped and all(sum(score["loop_kinds"].values()) >= score["looping"] for score in looped)
 
 
 def test_fail_unsolved_fails_items_that_are_not_clean(project: pytest.Pytester) -> None:
