@@ -468,6 +468,13 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "Run the conformance suites before the accuracy suites, so a parser or API failure shows first "
         "(default: on; --k3-conformance-first=off keeps the collected order)",
     ),
+    OptionSpec(
+        "progress_interval",
+        positive_float,
+        30.0,
+        "Seconds between the plain progress lines written while a test waits, when the output is not a "
+        "terminal (CI logs); on a terminal the line is redrawn every second (default: 30)",
+    ),
     OptionSpec("agent_turns", positive_int, 40, "Turn limit per agentic coding task (default: 40)"),
     OptionSpec(
         "agent_tokens",
@@ -538,6 +545,7 @@ class Settings:
     sample_rounds: tuple[int, ...]
     resume: bool
     conformance_first: bool
+    progress_interval: float
     agent_turns: int
     agent_tokens: int
     agent_wall_time: float

@@ -112,7 +112,12 @@ def k3_result(request: pytest.FixtureRequest) -> Generator[ProbeResult, None, No
 
     state = _state(request.config)
     runner = state.ensure_runner()
-    result = runner.result(probe)
+    waiter = state.waiter
+    result = (
+        runner.result(probe, lambda future: waiter.wait(future, probe.suite, state.tallies.get(probe.suite), runner))
+        if waiter is not None
+        else runner.result(probe)
+    )
     try:
         if result.infra_errors:
             details = "; ".join(error.describe() for error in result.infra_errors[:3])

@@ -164,6 +164,21 @@ def _note_dataset(state: RunState, probe: Probe) -> None:
         entry["items"].append(probe.item)
 
 
+def _start_progress(session: pytest.Session, state: RunState) -> None:
+    """The progress line's totals: each suite's tests, as finally selected."""
+    from collections import Counter
+
+    from k3conformance.run.progress import Progress, Waiter
+
+    config = session.config
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is None:
+        return
+    totals = Counter(suite for suite in map(suite_of, session.items) if suite is not None)
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    state.waiter = Waiter(Progress(totals), terminal, capture, config.get_verbosity(), state.settings.progress_interval)
+
+
 def _run_gate(state: RunState, summary: RunSummary) -> GateResult:
     from k3conformance.gate.report import write_reports
     from k3conformance.gate.settings import GateSettings
@@ -287,6 +302,8 @@ class RunHooks:
         """Tell our xdist scheduler which probe each test uses."""
         # tryfirst: before xdist's worker reports its collection to the scheduler.
         state = self.state
+        if state.role == "single" and not session.config.option.collectonly:
+            _start_progress(session, state)
         if state.role == "worker" and state.share_known and state.groups_file is not None:
             from k3conformance.run.scheduling import probe_groups, write_probe_groups
 

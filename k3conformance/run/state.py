@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from k3conformance.gate.sequential.state import SequentialRun
     from k3conformance.gate.verdict import GateResult
     from k3conformance.probes.runner import BackgroundLoop, Runner
+    from k3conformance.run.progress import Waiter
     from k3conformance.runs.stored import StoredRun
 
 Role = Literal["single", "controller", "worker"]
@@ -106,6 +107,8 @@ class RunState:
     gate_result: GateResult | None = None
     # The sequential gate of this run's accuracy suites (single process with a baseline only).
     sequential: SequentialRun | None = None
+    # What the progress line shows while a test waits (run/progress.py); None: no line (xdist worker).
+    waiter: Waiter | None = None
 
     @classmethod
     def for_process(cls, config: pytest.Config, settings: Settings) -> RunState:
