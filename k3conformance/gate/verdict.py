@@ -1,6 +1,6 @@
 """The gate: may the candidate deployment ship, judged against a stored baseline run?
 
-Four kinds of evidence, each with its own verdict (see statistics.py for the tests):
+Four kinds of evidence, each with its own verdict (see stats/paired.py for the tests):
 
 - accuracy, per accuracy suite, paired by item with a margin;
 - looping and truncation rates, per accuracy suite, one-sided Fisher exact tests with a floor;
@@ -113,7 +113,7 @@ class GateResult:
     verdict: GateVerdict = PASS
     # Where the baseline came from and why it was taken.
     baseline_origin: str = ""
-    # The sequential gate's path per suite (gate/sequential_run.py), when the run was gated sequentially.
+    # The sequential gate's path per suite (gate/sequential/state.py), when the run was gated sequentially.
     sequential: dict[str, Any] | None = None
 
     def fails(self) -> bool:
