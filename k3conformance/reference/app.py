@@ -24,7 +24,7 @@ from k3conformance.reference.identity import DEFAULT_MODEL_ID, SIMULATOR_OWNER, 
 from k3conformance.reference.parsers import make_parser
 from k3conformance.reference.prose import words_for_bytes
 from k3conformance.reference.simulator import Simulator
-from k3conformance.reference.transport import transport_faults_for
+from k3conformance.reference.transport import Hit, transport_faults_for
 from k3conformance.reference.values import InvalidRequest, Profile
 from k3conformance.reference.wire import completion_object, stream_frames
 
@@ -111,6 +111,8 @@ class _Routes:
         self.prefix_cache = fault_hooks.prefix_cache_for(self.profile.faults)
         self.transport = transport_faults_for(self.profile.faults)
         self.parser = make_parser(self.profile.parser, fault_hooks.parser_settings(self.profile.faults))
+        # Streams being served now: only a load-sensitive profile counts them (and waits for them).
+        self.streams_in_flight = 0
 
     async def models(self, request: web.Request) -> web.Response:
         model = {
@@ -190,6 +192,18 @@ class _Routes:
             return web.json_response(payload) if hit is None else await hit.answer(payload)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         frames = stream_frames(completion, include_usage=include_usage, **envelope)
+        if not fault_hooks.load_sensitive(self.profile.faults):
+            return await self._stream(request, frames, hit)
+        self.streams_in_flight += 1
+        try:
+            # The scheduler's batch window: streams sent together are then all in flight.
+            await asyncio.sleep(fault_hooks.LOAD_BATCH_WINDOW_S)
+            frames = fault_hooks.under_load(self.profile.faults, self.streams_in_flight, frames)
+            return await self._stream(request, frames, hit)
+        finally:
+            self.streams_in_flight -= 1
+
+    async def _stream(self, request: web.Request, frames: Iterator[str], hit: Hit | None) -> web.StreamResponse:
         if hit is not None:
             return await hit.stream(frames)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
