@@ -23,6 +23,10 @@ from k3conformance.checks.markup import (
 )
 from k3conformance.reference.values import Completion
 
+# K3's encoder numbers the calls of a message from 1 (Kimi-K3.jinja as llama.cpp vendors it:
+# `index` is jinja's loop.index), and SGLang's structural tag only allows `[1-9][0-9]*`
+# (kimik3_structural_tag.py): a 0 is a value the model never writes.
+CALL_INDEX_BASE = 1
 # A streaming step carries 1 to this many characters: about four words on average, as before.
 _MAX_PIECE_CHARS = 40
 
@@ -47,7 +51,8 @@ def render(completion: Completion) -> str:
     if completion.tool_calls:
         parts.append(
             xtml_tools_block(
-                (call.name, index, _arguments(call.arguments)) for index, call in enumerate(completion.tool_calls)
+                (call.name, index, _arguments(call.arguments))
+                for index, call in enumerate(completion.tool_calls, start=CALL_INDEX_BASE)
             )
         )
     if not truncated:
