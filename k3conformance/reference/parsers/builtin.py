@@ -154,12 +154,18 @@ class _Scanner:
         return Parsed("".join(reasoning), "".join(content), tuple(calls))
 
     def finish(self) -> Parsed:
-        # A marker cut off by the end of the output is dropped; so is an unclosed tools block's rest.
-        # Text that met no marker at all is content.
+        # A marker cut off by the end of the output is dropped; so is an unclosed tools block's
+        # rest. A last lone "<" was held in case a marker began there: K3's markers are special
+        # tokens, so a cut leaves no "<" of one, and it is text. Text that met no marker at all is
+        # reasoning when the reasoning parser runs (the prompt opened the think block and the
+        # budget ran out in it: SGLang PR 34187, vLLM issue 57353), else content.
+        last = self.pending if self.pending == "<" and self.channel != "tools" else ""
         self.pending = ""
-        content = "".join(self.undecided)
+        text = "".join(self.undecided) + last
         self.undecided.clear()
-        return Parsed(content=content)
+        if self.channel == "think" or (self.channel == "start" and self.settings.reasoning):
+            return Parsed(reasoning=text)
+        return Parsed(content=text)
 
     def _new_calls(self) -> list[ParsedCall]:
         found = [self._call(match) for match in _CALL.finditer(self.tools_text)]
