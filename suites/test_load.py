@@ -24,7 +24,7 @@ AUTHORED = load_fixture("tool_calls")
 TOOLS: Mapping[str, dict[str, Any]] = AUTHORED.extra["tools"]
 # The tool_calls suite's items that call: each is asked to call, streamed.
 CALLING = ("simple", "parallel", "edge", "named")
-ITEMS = [item for item in AUTHORED.items if item["category"] in CALLING]
+ITEMS: list[Mapping[str, Any]] = [item for item in AUTHORED.items if item["category"] in CALLING]
 
 
 def _request(item: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Tool calls: what agents depend on, checked streamed and not, on authored cases
 (`fixtures/tool_calls.json`). Logic: `k3conformance/checks/tool_calls.py` (one `check_Y` per
-`test_Y`) and `k3conformance/scoring/tool_calls.py`. The BFCL subset is its own suite,
+`test_Y`) and `k3conformance/scoring/call_matching.py`. The BFCL subset is its own suite,
 `suites/test_bfcl.py`.
 """
 
@@ -39,7 +39,7 @@ def _request(item: Mapping[str, Any], mode: str, **extra: Any) -> dict[str, Any]
 def _named_choice(item: Mapping[str, Any]) -> str:
     """A declared tool the prompt does not ask for: ignoring the choice then shows."""
     wanted = {call["name"] for call in item["expected_calls"]}
-    return next(name for name in item["tools"] if name not in wanted)
+    return str(next(name for name in item["tools"] if name not in wanted))
 
 
 def _calling_probe(item: Mapping[str, Any]) -> Probe:

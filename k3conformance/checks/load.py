@@ -35,7 +35,7 @@ def _calls_match(completion: Completion, item: Mapping[str, Any], tools: Mapping
 
 
 # The lane's checks, by the name of the tool_calls check each runs: those a load-sensitive
-# profile is shown to break (tests/test_conformance_faults.py proves every check catches
+# profile is shown to break (tests/e2e/test_conformance_faults.py proves every check catches
 # something); another tool_calls check joins with a profile whose load fault breaks it.
 STREAM_CHECKS: Mapping[str, StreamCheck] = {
     "finish_reason_matches_tool_calls": _finish_reason,

@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from k3conformance.checks.failures import expect
-from k3conformance.checks.markup import find_markup
-from k3conformance.checks.significance import permutation_p_greater
 from k3conformance.endpoint.completion import FINISH_REASONS, Completion, StreamStats
 from k3conformance.formatting import excerpt
+from k3conformance.stats.exact import permutation_p_greater
+from k3conformance.xtml.markup import find_markup
 
 STRICT_FIELD = "reasoning_content"
 EFFORT_ALPHA = 0.05
@@ -348,6 +348,6 @@ def check_reasoning_effort_alone_applied(low: Sequence[int], top: Sequence[int])
 
 
 def check_effort_field_wins_over_reasoning_effort(both: Sequence[int], top: Sequence[int], parameter: str) -> None:
-    """With both sent, the thinking effort field takes effect over `reasoning_effort` (README: K3's API contract)."""
+    """With both sent, the thinking effort field takes effect over `reasoning_effort` (docs/api-contract.md)."""
     __tracebackhide__ = True
     check_effort_parameter_applied(both, top, parameter)

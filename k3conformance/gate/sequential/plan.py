@@ -1,0 +1,445 @@
+"""What a gated run will cost, sized from the baseline before anything is sent.
+
+Per accuracy suite of the baseline, the plan takes:
+
+- the items the baseline scored (a candidate can be compared on those only) and its accuracy;
+- the spread of the per-item difference d = candidate − baseline that an unchanged deployment
+  would show. Best: an A/A pair, two complete runs of the baseline's own shape, whose observed
+  spread of d is exactly that (a TP8-vs-TP8 pair measures the batch-dependent disagreement of
+  healthy runs). Next: a baseline with several samples per item, whose within-item variance
+  gives the spread of a candidate that differs by sampling noise only (a lower bound: layouts
+  also disagree systematically). Otherwise an assumed discordance of 15% of items, what two
+  healthy layouts showed at temperature 0 (GATE_NOTES), said to be an assumption.
+
+From that spread σ and the margin m it plans the group-sequential design (sequential.py):
+the maximum size N for 80% power to PASS an unchanged deployment and to FAIL a loss of twice
+the margin (the normal approximation Z_k ≈ (δ + m)·√n_k / σ), capped at the items there are
+(and at --k3-max-items); then, with that cap, the expected items to a decision for no change
+and for a loss of 2m, and the minimum detectable drop at the maximum (the loss the FAIL side
+catches 80% of the time). The always-valid monitors (monitors.py) only ever stop earlier,
+so the expected sizes are upper bounds when a monitor fires.
+
+For a suite capped by its items whose baseline measures the within-item spread, the plan also
+weighs more candidate samples per item (SamplesOutlook) and makes the design a sequential run
+follows in rounds of them (`rounds`, sequential.rounds_design): the variance parts it needs
+come from the baseline, so the bounds are fixed before the first request.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from scipy import optimize, stats
+
+from k3conformance.gate.settings import GateSettings
+from k3conformance.runs.records import STATUS_COMPLETE, SUMMARY_FILE, read_summary
+from k3conformance.runs.schema import SchemaError, validate_summary
+from k3conformance.runs.stored import StoredRun
+from k3conformance.stats.group_sequential import (
+    ItemVariance,
+    SequentialDesign,
+    crossing_probabilities,
+    design,
+    rounds_design,
+    spending_bounds,
+)
+from k3conformance.stats.monitors import MONITOR_ALPHA
+from k3conformance.stats.paired import POWER, ItemTotals
+
+ASSUMED_DISCORDANCE = 0.15
+DEFAULT_LOOKS = 5
+# Items a plan would ask for, beyond which it says "more than any dataset holds".
+_PLAN_CEILING = 1_000_000
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The per-item standard deviation of d an unchanged deployment shows, and where it came from."""
+
+    sd: float
+    source: str
+    # The part of sd² that is within-item sampling noise (what more samples per item shrink);
+    # None when it is not measured (one sample per item in the baseline).
+    noise: float | None = None
+
+
+@dataclass(frozen=True)
+class SamplesOutlook:
+    """What more candidate samples per item on the same items would buy at the plan's maximum.
+
+    The variance of an item's d splits into the between-item part (items that one deployment gets
+    right more often than the other; a loss concentrated on a few broken items is all between-item)
+    and the sampling noise of each side's item mean, the item's per-sample variance over its
+    samples. At k candidate samples against the baseline's own: between + noise_b + within/k.
+    Only the last term shrinks with k."""
+
+    # Per-sample variance of an item's score, averaged over the baseline's items.
+    within: float
+    # The variance of d no number of samples removes, and the baseline's own sampling noise.
+    between: float
+    baseline_noise: float
+    # (candidate samples per item, minimum detectable drop at the plan's maximum).
+    drops: tuple[tuple[int, float], ...]
+    # With unlimited candidate samples: what is left is between-item spread and the baseline's noise.
+    limit_drop: float
+
+    @property
+    def variance(self) -> ItemVariance:
+        return ItemVariance(self.between, self.baseline_noise, self.within)
+
+
+@dataclass(frozen=True)
+class SuitePlan:
+    suite: str
+    items_available: int
+    baseline_accuracy: float
+    samples_per_item: int
+    spread: Spread
+    margin: float
+    alpha: float
+    # Items a design of these looks needs for 80% power at both design points, before the cap.
+    planned_items: int
+    design: SequentialDesign
+    expected_items_no_change: float
+    pass_no_change: float
+    expected_items_double_loss: float
+    fail_double_loss: float
+    min_detectable_drop: float
+    fixed_items_no_change: int
+    # None when the baseline's within-item spread is unmeasured (one sample per item).
+    samples_outlook: SamplesOutlook | None = None
+    # The design a sequential run follows instead of `design` when it samples in rounds: the item
+    # looks at the run's samples per item, then one look per round at every item (rounds_of).
+    rounds: SequentialDesign | None = None
+    # The loss the rounds design's FAIL side catches 4 times in 5 (after its last round).
+    rounds_min_detectable_drop: float | None = None
+
+    @property
+    def run_design(self) -> SequentialDesign:
+        """What a sequential run of this suite follows: the rounds design when there is one."""
+        return self.rounds or self.design
+
+    @property
+    def capped_by_items(self) -> bool:
+        """The design wants more items than the baseline holds: the case where samples are weighed."""
+        return self.design.max_items == self.items_available < self.planned_items
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "design": self.design.to_dict()}
+
+
+def within_variances(baseline: Mapping[str, ItemTotals]) -> dict[str, float] | None:
+    """Each item's unbiased per-sample variance k/(k − 1)·p(1 − p); None unless every item has 2+ samples."""
+    if not baseline or any(totals.samples < 2 for totals in baseline.values()):
+        return None
+    return {item: t.samples / (t.samples - 1) * t.mean * (1 - t.mean) for item, t in baseline.items()}
+
+
+def spread_from(
+    baseline: Mapping[str, ItemTotals], partner: Mapping[str, ItemTotals] | None, partner_label: str | None
+) -> Spread:
+    """σ of d for an unchanged deployment: from an A/A pair, else from several samples per item, else assumed."""
+    within = within_variances(baseline)
+    if partner is not None:
+        shared = [item for item in baseline.keys() & partner.keys() if baseline[item].samples and partner[item].samples]
+        if len(shared) >= 2:
+            differences = [partner[item].mean - baseline[item].mean for item in shared]
+            mean = sum(differences) / len(differences)
+            variance = sum((d - mean) ** 2 for d in differences) / (len(differences) - 1)
+            if variance > 0:
+                discordant = sum(1 for d in differences if d) / len(differences)
+                # The pair is of one shape: the partner's items have the baseline's per-sample variance.
+                noise = (
+                    None
+                    if within is None
+                    else sum(within[i] / baseline[i].samples + within[i] / partner[i].samples for i in shared)
+                    / len(shared)
+                )
+                return Spread(
+                    math.sqrt(variance),
+                    f"the A/A pair with {partner_label} ({len(shared)} items, {discordant:.0%} with different scores)",
+                    noise,
+                )
+    if within is not None:
+        # An A/A difference of two k-sample means has variance 2·p(1 − p)/k.
+        variance = sum(2 * within[item] / baseline[item].samples for item in within) / len(within)
+        if variance > 0:
+            k = round(sum(t.samples for t in baseline.values()) / len(baseline))
+            return Spread(
+                math.sqrt(variance),
+                f"the baseline's within-item spread at {k} samples per item (sampling noise only: a lower bound)",
+                variance,
+            )
+    # Several samples on every item and none of them varied: the sampling noise is measured, and
+    # is 0, so all of the assumed spread is between items.
+    why = "one sample per item" if within is None else "no item's score varied across its samples"
+    return Spread(
+        math.sqrt(ASSUMED_DISCORDANCE),
+        f"ASSUMED: {ASSUMED_DISCORDANCE:.0%} of items discordant (no A/A pair, {why})",
+        None if within is None else 0.0,
+    )
+
+
+def samples_outlook(
+    chosen: SequentialDesign, baseline: Mapping[str, ItemTotals], spread: Spread, rounds: Sequence[int]
+) -> SamplesOutlook | None:
+    """The minimum detectable drop at the plan's maximum for each candidate sample count in `rounds`."""
+    within = within_variances(baseline)
+    if within is None or spread.noise is None:
+        return None
+    variance = ItemVariance(
+        between=max(0.0, spread.sd**2 - spread.noise),
+        baseline_noise=sum(within[item] / baseline[item].samples for item in within) / len(within),
+        within=sum(within.values()) / len(within),
+    )
+
+    def drop(item_variance: float) -> float:
+        return _min_detectable_drop(chosen, math.sqrt(item_variance))
+
+    return SamplesOutlook(
+        within=variance.within,
+        between=variance.between,
+        baseline_noise=variance.baseline_noise,
+        drops=tuple((k, drop(variance.at(k))) for k in sorted(set(rounds))),
+        limit_drop=drop(variance.between + variance.baseline_noise),
+    )
+
+
+def round_counts(first: int, sample_rounds: Sequence[int]) -> tuple[int, ...]:
+    """Samples per item at each round: the run's own (round 1), then the planned counts above it."""
+    return (first, *sorted({k for k in sample_rounds if k > first}))
+
+
+def _rounds_of(
+    chosen: SequentialDesign, outlook: SamplesOutlook | None, first: int, sample_rounds: Sequence[int]
+) -> SequentialDesign | None:
+    """The rounds design when more samples per item are measured to help: a baseline with 2+ samples
+    per item whose items' scores vary (else more samples change nothing), and counts above `first`."""
+    counts = round_counts(first, sample_rounds)
+    if outlook is None or outlook.within <= 0 or len(counts) < 2:
+        return None
+    return rounds_design(chosen, counts, outlook.variance)
+
+
+def plan_suite(
+    suite: str,
+    baseline: Mapping[str, ItemTotals],
+    spread: Spread,
+    *,
+    margin: float,
+    alpha: float,
+    looks: int = DEFAULT_LOOKS,
+    max_items: int | None = None,
+    sample_rounds: Sequence[int] = (),
+    first_samples: int = 1,
+) -> SuitePlan:
+    if not baseline:
+        raise ValueError(f"{suite}: the baseline scored no item")
+    if margin <= 0:
+        raise ValueError(f"{suite}: a sequential plan needs a margin above 0")
+    fail_alpha = alpha - MONITOR_ALPHA if alpha > 2 * MONITOR_ALPHA else alpha / 2
+    planned = _planned_items(spread.sd, margin, alpha, fail_alpha, looks)
+    available = len(baseline)
+    cap = min(planned, available, max_items or available)
+    chosen = design(cap, looks, margin=margin, alpha=alpha, fail_alpha=fail_alpha)
+    no_change = _outcome(chosen, spread.sd, 0.0)
+    double_loss = _outcome(chosen, spread.sd, -2 * margin)
+    z_fixed = _z_sum(alpha)
+    outlook = samples_outlook(chosen, baseline, spread, sample_rounds)
+    capped = chosen.max_items == available < planned
+    rounds = _rounds_of(chosen, outlook, first_samples, sample_rounds) if capped else None
+    return SuitePlan(
+        suite=suite,
+        items_available=available,
+        baseline_accuracy=sum(t.mean for t in baseline.values() if t.samples) / available,
+        samples_per_item=max((t.samples for t in baseline.values()), default=1),
+        spread=spread,
+        margin=margin,
+        alpha=alpha,
+        planned_items=planned,
+        design=chosen,
+        expected_items_no_change=no_change[0],
+        pass_no_change=no_change[2],
+        expected_items_double_loss=double_loss[0],
+        fail_double_loss=double_loss[1],
+        min_detectable_drop=_min_detectable_drop(chosen, spread.sd),
+        fixed_items_no_change=math.ceil((z_fixed * spread.sd / margin) ** 2),
+        samples_outlook=outlook,
+        rounds=rounds,
+        rounds_min_detectable_drop=None if rounds is None else _rounds_drop(rounds, outlook),
+    )
+
+
+def _rounds_drop(rounds: SequentialDesign, outlook: SamplesOutlook | None) -> float:
+    """At the last round the statistic's spread per item is √v(s_R): the drop formula at that spread."""
+    assert outlook is not None
+    return _min_detectable_drop(rounds, math.sqrt(outlook.variance.at(rounds.samples[-1])))
+
+
+def _z_sum(alpha: float) -> float:
+    return float(stats.norm.isf(alpha) + stats.norm.ppf(POWER))
+
+
+def _planned_items(sd: float, margin: float, alpha: float, fail_alpha: float, looks: int) -> int:
+    """N for 80% power to PASS at no change and to FAIL at −2m (both a distance m from −m)."""
+    fractions = [(k + 1) / looks for k in range(looks)]
+    fail_bounds, pass_bounds = spending_bounds(fractions, fail_alpha), spending_bounds(fractions, alpha)
+
+    def pass_power(drift: float) -> float:
+        return crossing_probabilities(fractions, fail_bounds, pass_bounds, drift).pass_total - POWER
+
+    def fail_power(drift: float) -> float:
+        return crossing_probabilities(fractions, fail_bounds, pass_bounds, -drift).fail_total - POWER
+
+    drift = max(float(optimize.brentq(pass_power, 0.0, 20.0)), float(optimize.brentq(fail_power, 0.0, 20.0)))
+    return min(math.ceil((drift * sd / margin) ** 2), _PLAN_CEILING)
+
+
+def _outcome(chosen: SequentialDesign, sd: float, change: float) -> tuple[float, float, float]:
+    """(expected items to a decision or the maximum, P(FAIL), P(PASS)) at a true change."""
+    drift = (change + chosen.margin) * math.sqrt(chosen.max_items) / sd
+    crossing = crossing_probabilities(chosen.fractions, chosen.fail_bounds, chosen.pass_bounds, drift)
+    stopped = [f + p for f, p in zip(crossing.fail, crossing.passed, strict=True)]
+    expected = sum(size * share for size, share in zip(chosen.sizes, stopped, strict=True))
+    expected += chosen.max_items * max(0.0, 1 - sum(stopped))
+    return expected, crossing.fail_total, crossing.pass_total
+
+
+def _min_detectable_drop(chosen: SequentialDesign, sd: float) -> float:
+    """The loss (a positive share) the FAIL side catches with 80% power at this design."""
+
+    def fail_power(drift: float) -> float:
+        crossing = crossing_probabilities(chosen.fractions, chosen.fail_bounds, chosen.pass_bounds, -drift)
+        return crossing.fail_total - POWER
+
+    drift = float(optimize.brentq(fail_power, 0.0, 40.0))
+    return chosen.margin + drift * sd / math.sqrt(chosen.max_items)
+
+
+def plan_lines(plan: SuitePlan) -> list[str]:
+    """The plan in words, as `k3conformance plan` and a gated run's header print it."""
+    chosen = plan.design
+    capped = f" (capped: {plan.planned_items} planned for 80% power)" if chosen.max_items < plan.planned_items else ""
+    sizes = ", ".join(str(size) for size in chosen.sizes)
+    return [
+        f"{plan.suite}: {plan.items_available} items in the baseline at {plan.baseline_accuracy:.1%}, "
+        f"{plan.samples_per_item} sample(s) per item; spread of d {plan.spread.sd:.3f} from {plan.spread.source}",
+        f"  maximum {chosen.max_items} items{capped}; looks at {sizes}",
+        f"  no change: about {plan.expected_items_no_change:.0f} items to a decision (PASS {plan.pass_no_change:.0%})",
+        f"  a loss of {plan.margin * 200:.1f} pts (twice the margin): about {plan.expected_items_double_loss:.0f} "
+        f"items (FAIL {plan.fail_double_loss:.0%})",
+        f"  minimum detectable drop at {chosen.max_items} items: {plan.min_detectable_drop * 100:.1f} pts "
+        f"(a fixed-size run needs {plan.fixed_items_no_change} items for 80% PASS at no change)",
+        *(samples_lines(plan) if plan.capped_by_items else []),
+    ]
+
+
+def samples_lines(plan: SuitePlan) -> list[str]:
+    """For a suite capped by its items: what more samples per item on the same items can and cannot resolve."""
+    outlook = plan.samples_outlook
+    cannot = "a loss concentrated on a few broken items needs more items, not more samples"
+    if outlook is None:
+        return [
+            "  more samples per item: gain unknown (one sample per item: the within-item spread is unmeasured; "
+            f"store the baseline with --k3-samples 4 to plan it); {cannot}"
+        ]
+    drops = (
+        ", ".join(f"{k} → {drop * 100:.1f} pts" for k, drop in outlook.drops) or "not weighed (--k3-sample-rounds none)"
+    )
+    if plan.spread.source.startswith("ASSUMED"):
+        lower = " (ASSUMED, as the spread is)"
+    elif outlook.between == 0:
+        lower = " (no A/A pair: the between-item spread is taken as 0, a lower bound)"
+    else:
+        lower = ""
+    return [
+        f"  minimum detectable drop with more candidate samples per item on the same {plan.design.max_items} items: "
+        f"{drops}; never below {outlook.limit_drop * 100:.1f} pts",
+        f"  what samples cannot resolve: the between-item variance {outlook.between:.4f} and the baseline's own "
+        f"sampling noise {outlook.baseline_noise:.4f} (at {plan.samples_per_item} samples per item){lower}; "
+        "a loss concentrated on a few broken items is between-item variance: it needs more items, not more samples",
+        *rounds_lines(plan),
+    ]
+
+
+def rounds_lines(plan: SuitePlan) -> list[str]:
+    """The looks of a sequential run in rounds, as (items, samples per item), and what its last round can catch."""
+    rounds = plan.rounds
+    if rounds is None or plan.rounds_min_detectable_drop is None:
+        return []
+    looks = ", ".join(f"({size}, {samples})" for size, samples in zip(rounds.sizes, rounds.samples, strict=True))
+    return [
+        f"  a sequential run samples in rounds of {', '.join(map(str, rounds.round_samples))} samples per item "
+        f"on the same items: looks (items, samples per item) at {looks}; minimum detectable drop after the last "
+        f"round: {plan.rounds_min_detectable_drop * 100:.1f} pts"
+    ]
+
+
+def a_a_partner(baseline: StoredRun) -> StoredRun | None:
+    """Another complete run of the baseline's own shape, stored next to it: with the baseline, an A/A pair.
+
+    The newest such run that scored any item of the baseline's suites; None when there is none
+    (or the baseline was named by a file outside a shape folder, which has no neighbours)."""
+    if baseline.path is None:
+        return None
+    run_dir = baseline.path.parent
+    for other in sorted((p for p in run_dir.parent.iterdir() if p.is_dir() and p != run_dir), reverse=True):
+        summary = read_summary(other)
+        if summary is None or summary.get("status") != STATUS_COMPLETE:
+            continue
+        try:
+            candidate = StoredRun(validate_summary(summary, str(other / SUMMARY_FILE)), other / SUMMARY_FILE)
+        except SchemaError:
+            continue
+        if any(candidate.item_totals(suite).keys() & baseline.item_totals(suite).keys() for suite in _scored(baseline)):
+            return candidate
+    return None
+
+
+def plan_items(
+    suite: str, totals: Mapping[str, ItemTotals], options: GateSettings, partner: StoredRun | None = None
+) -> SuitePlan:
+    """The plan of one suite on these baseline items, its spread from the A/A partner when there is one."""
+    theirs = partner.item_totals(suite) if partner is not None and suite in partner.scored_suites() else None
+    spread = spread_from(totals, theirs, partner.label if partner is not None else None)
+    return plan_suite(
+        suite,
+        totals,
+        spread,
+        margin=options.margin_of(suite),
+        alpha=options.alpha,
+        looks=options.looks,
+        max_items=options.max_items,
+        sample_rounds=options.sample_rounds,
+        first_samples=options.samples,
+    )
+
+
+def plan_baseline(baseline: StoredRun, options: GateSettings, partner: StoredRun | None = None) -> list[SuitePlan]:
+    """A plan for every accuracy suite (suites with per-item scores) of the baseline."""
+    return [plan_items(suite, baseline.item_totals(suite), options, partner) for suite in _scored(baseline)]
+
+
+def plan_report(baseline: StoredRun, options: GateSettings, partner: StoredRun | None = None) -> list[str]:
+    """The plan in words for every accuracy suite of the baseline; one line saying why when there is none."""
+    try:
+        plans = plan_baseline(baseline, options, partner)
+    except ValueError as error:
+        return [f"no sequential plan: {error}"]
+    return report_lines(baseline, options, plans)
+
+
+def report_lines(baseline: StoredRun, options: GateSettings, plans: list[SuitePlan]) -> list[str]:
+    if not plans:
+        return ["no sequential plan: the baseline has no accuracy suite (no per-item scores)"]
+    lines = [f"sequential plan against the baseline {baseline.label} (α {options.alpha}, {options.looks} looks)"]
+    for plan in plans:
+        lines += plan_lines(plan)
+    return lines
+
+
+def _scored(run: StoredRun) -> list[str]:
+    return sorted(run.scored_suites())

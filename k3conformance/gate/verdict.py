@@ -1,0 +1,413 @@
+"""The gate: may the candidate deployment ship, judged against a stored baseline run?
+
+Four kinds of evidence, each with its own verdict (see stats/paired.py for the tests):
+
+- accuracy, per accuracy suite, paired by item with a margin;
+- looping and truncation rates, per accuracy suite, one-sided Fisher exact tests with a floor;
+- conformance: a check that passed on every item of the baseline and fails on the candidate;
+- the deployment shape (gate/policy.py): a candidate whose deployment differs from the
+  baseline's in anything recorded, or cannot be told apart from it, is gated only when the
+  long-output coding and the math suites ran on both runs. The published regression this
+  rule exists for (EP32 with a fused MoE kernel: coding 68% → 42%, half the outputs
+  looping) left a math check looking fine.
+
+It fails closed: missing evidence is INCOMPLETE, never PASS. A suite the baseline scored
+and the candidate did not, a required suite missing from either run, a candidate that
+scored fewer of the baseline's items than --k3-min-coverage (absent, unscored and
+zero-sample items all count as missing; a wrong, truncated or unanswered item is scored, as
+a loss), an unfinished candidate run: each is INCOMPLETE.
+
+The FAIL side of every statistical test of one gate (accuracy and both rates of every
+suite) is Holm-adjusted, so a healthy candidate fails the whole gate at most alpha of the
+time; the PASS side needs every comparison to pass, which holds alpha without adjustment
+(an intersection-union test).
+
+The overall verdict is the worst of them, in this order: FAIL (a regression is shown),
+INCOMPLETE (the evidence the policy asks for is missing, or requests failed), INCONCLUSIVE
+(the data cannot tell a regression beyond the margin from none), PASS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from k3conformance.deployment.cookbook import contradictions, run_shape_settings
+from k3conformance.deployment.launch import merged_server_args
+from k3conformance.deployment.shapes import describe
+from k3conformance.gate.policy import deployment_differences, deployment_identity, shape_policy
+from k3conformance.gate.settings import GateSettings
+from k3conformance.runs.records import STATUS_COMPLETE
+from k3conformance.runs.stored import StoredRun
+from k3conformance.stats.paired import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    RateComparison,
+    ScoreComparison,
+    compare_rates,
+    compare_scores,
+    holm,
+)
+
+GateVerdict = Literal["PASS", "FAIL", "INCONCLUSIVE", "INCOMPLETE"]
+INCOMPLETE: GateVerdict = "INCOMPLETE"
+_SEVERITY: Mapping[str, int] = {PASS: 0, INCONCLUSIVE: 1, INCOMPLETE: 2, FAIL: 3}
+# Rates the gate compares, as named in the run summary's per-item totals.
+RATE_EVENTS: Mapping[str, str] = {"looping": "looping", "truncation": "truncated"}
+
+
+@dataclass(frozen=True)
+class CheckRegression:
+    suite: str
+    check: str
+    baseline_passed: int
+    candidate_failed: int
+    candidate_passed: int
+    excerpt: str | None
+
+
+@dataclass(frozen=True)
+class ShapeFinding:
+    baseline: str
+    candidate: str
+    differences: list[str]
+    required_suites: tuple[str, ...]
+    missing_suites: tuple[str, ...]
+    # Required suites the baseline itself did not score.
+    missing_in_baseline: tuple[str, ...]
+    # --k3-shape labels the server's own arguments contradict.
+    contradictions: list[str]
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How many of the baseline's scored items the candidate scored too, per suite."""
+
+    baseline_items: int
+    compared: int
+    # Baseline items the candidate has no entry for, or an entry with no sample.
+    absent: int
+    unscored: int
+
+    @property
+    def share(self) -> float:
+        return self.compared / self.baseline_items if self.baseline_items else 0.0
+
+
+@dataclass
+class GateResult:
+    baseline: str
+    candidate: str
+    settings: GateSettings
+    accuracy: dict[str, ScoreComparison] = field(default_factory=dict)
+    rates: dict[str, dict[str, RateComparison]] = field(default_factory=dict)
+    coverage: dict[str, Coverage] = field(default_factory=dict)
+    regressions: list[CheckRegression] = field(default_factory=list)
+    shape: ShapeFinding | None = None
+    notes: list[str] = field(default_factory=list)
+    # Why the verdict is what it is, worst first (`findings` as text).
+    reasons: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    verdict: GateVerdict = PASS
+    # Where the baseline came from and why it was taken.
+    baseline_origin: str = ""
+    # The sequential gate's path per suite (gate/sequential/state.py), when the run was gated sequentially.
+    sequential: dict[str, Any] | None = None
+
+    def fails(self) -> bool:
+        """Whether the session (or `compare`) must exit non-zero."""
+        if self.verdict in (FAIL, INCOMPLETE):
+            return True
+        return self.verdict == INCONCLUSIVE and self.settings.mode == "strict"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "fails": self.fails(),
+            "mode": self.settings.mode,
+            "baseline": self.baseline,
+            "baseline_origin": self.baseline_origin,
+            "candidate": self.candidate,
+            "alpha": self.settings.alpha,
+            "reasons": self.reasons,
+            "accuracy": {suite: comparison.to_dict() for suite, comparison in self.accuracy.items()},
+            "rates": {
+                suite: {name: rate.to_dict() for name, rate in rates.items()} for suite, rates in self.rates.items()
+            },
+            "coverage": {suite: {**vars(entry), "share": entry.share} for suite, entry in self.coverage.items()},
+            "regressions": [vars(regression) for regression in self.regressions],
+            "shape": vars(self.shape) if self.shape else None,
+            "notes": self.notes,
+            "sequential": self.sequential,
+        }
+
+
+# What a finding is about: a later rule that decides a suite (the sequential gate) replaces the
+# findings of that suite it has superseded by this, not by reading their text.
+ABOUT_COVERAGE = "coverage"
+ABOUT_ACCURACY = "accuracy"
+ABOUT_RATE = "rate"
+ABOUT_RUN = "run"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason for the verdict."""
+
+    verdict: str
+    text: str
+    suite: str | None = None
+    about: str = ABOUT_RUN
+
+    def __str__(self) -> str:
+        return f"{self.verdict}: {self.text}"
+
+
+def settle(result: GateResult, findings: list[Finding]) -> None:
+    """The verdict is the worst finding's; the reasons list them, worst first."""
+    result.findings = sorted(findings, key=lambda finding: -_SEVERITY[finding.verdict])
+    result.reasons = [str(finding) for finding in result.findings]
+    result.verdict = result.findings[0].verdict if result.findings else PASS  # type: ignore[assignment]
+
+
+def judge(baseline: StoredRun, candidate: StoredRun, settings: GateSettings) -> GateResult:
+    result = GateResult(
+        baseline=baseline.label, candidate=candidate.label, settings=settings, baseline_origin=baseline.origin
+    )
+    findings: list[Finding] = []
+    base_suites, cand_suites = baseline.scored_suites(), candidate.scored_suites()
+    for suite in sorted(base_suites | cand_suites):
+        if suite not in base_suites:
+            result.notes.append(f"{suite}: not in the baseline; not compared")
+        elif suite not in cand_suites:
+            findings.append(
+                Finding(INCOMPLETE, f"{suite}: scored on the baseline but not on the candidate: run the {suite} suite")
+            )
+        else:
+            _compare_suite(baseline, candidate, suite, settings, result, findings)
+    _adjust_for_the_family(result)
+    findings += _statistical_findings(result)
+    result.regressions = _check_regressions(baseline, candidate)
+    for regression in result.regressions:
+        findings.append(
+            Finding(FAIL, f"{regression.suite}/{regression.check} passes on the baseline and fails on the candidate")
+        )
+    result.shape = _shape_finding(baseline, candidate)
+    for suite in result.shape.missing_in_baseline:
+        findings.append(
+            Finding(
+                INCOMPLETE,
+                f"the deployment differs from the baseline's, and the baseline has no {suite} suite: store a "
+                f"baseline that ran it (--k3-save-baseline)",
+            )
+        )
+    for suite in result.shape.missing_suites:
+        findings.append(
+            Finding(
+                INCOMPLETE,
+                f"the deployment differs from the baseline's, and the {suite} suite did not run on the candidate",
+            )
+        )
+    if candidate.summary["status"] != STATUS_COMPLETE:
+        findings.append(
+            Finding(
+                INCOMPLETE, f"the candidate run is {candidate.summary['status']}: rerun with --k3-resume to finish it"
+            )
+        )
+    if not result.accuracy and not _conformance_suites(baseline, candidate):
+        findings.append(Finding(INCOMPLETE, "the runs share no suite: nothing was compared"))
+    if baseline.summary.get("simulator") != candidate.summary.get("simulator"):
+        result.notes.append(
+            "one run is against the reference deployment (a simulator) and the other is not: the comparison "
+            "says nothing about either deployment"
+        )
+    settle(result, findings)
+    return result
+
+
+def _compare_suite(
+    baseline: StoredRun,
+    candidate: StoredRun,
+    suite: str,
+    settings: GateSettings,
+    result: GateResult,
+    findings: list[Finding],
+) -> None:
+    before, after = baseline.item_totals(suite), candidate.item_totals(suite)
+    scored = {item for item, totals in before.items() if totals.samples}
+    compared = {item for item in scored if item in after and after[item].samples}
+    coverage = Coverage(
+        baseline_items=len(scored),
+        compared=len(compared),
+        absent=sum(1 for item in scored if item not in after),
+        unscored=sum(1 for item in scored if item in after and not after[item].samples),
+    )
+    result.coverage[suite] = coverage
+    missing = coverage.absent + coverage.unscored
+    if missing and coverage.share < settings.min_coverage:
+        findings.append(
+            Finding(
+                INCOMPLETE,
+                f"{suite}: the candidate scored {coverage.compared} of the baseline's {coverage.baseline_items} items "
+                f"({coverage.absent} absent, {coverage.unscored} with no sample), under the "
+                f"{settings.min_coverage:.0%} required (--k3-min-coverage): run them, or resume the run",
+                suite,
+                ABOUT_COVERAGE,
+            )
+        )
+    elif missing:
+        result.notes.append(
+            f"{suite}: {missing} of the baseline's {coverage.baseline_items} items not scored on the candidate "
+            f"({coverage.absent} absent, {coverage.unscored} with no sample), within --k3-min-coverage"
+        )
+    extra = sum(1 for item, totals in after.items() if totals.samples and item not in scored)
+    if extra:
+        result.notes.append(f"{suite}: {extra} candidate items not scored on the baseline; not compared")
+    comparison = compare_scores(
+        {item: before[item] for item in compared},
+        {item: after[item] for item in compared},
+        margin=settings.margin_of(suite),
+        alpha=settings.alpha,
+    )
+    if comparison is None:
+        findings.append(Finding(INCOMPLETE, f"{suite}: the runs share no scored item", suite))
+        return
+    result.accuracy[suite] = comparison
+    for name, event in RATE_EVENTS.items():
+        rate = compare_rates(
+            name,
+            baseline.event_count(suite, event, compared),
+            candidate.event_count(suite, event, compared),
+            floor=settings.floor_of(name),
+            alpha=settings.alpha,
+            margin=settings.margin_of(suite),
+        )
+        result.rates.setdefault(suite, {})[name] = rate
+
+
+def _adjust_for_the_family(result: GateResult) -> None:
+    """Holm over the FAIL side of every statistical test of this gate."""
+    keys: list[tuple[str, str | None]] = [(suite, None) for suite in result.accuracy]
+    keys += [(suite, name) for suite, rates in result.rates.items() for name in rates]
+    p_values = [
+        result.accuracy[suite].p_value if name is None else result.rates[suite][name].p_value for suite, name in keys
+    ]
+    for (suite, name), adjusted in zip(keys, holm(p_values), strict=True):
+        if name is None:
+            result.accuracy[suite] = result.accuracy[suite].adjusted(adjusted)
+        else:
+            result.rates[suite][name] = result.rates[suite][name].adjusted(adjusted)
+
+
+def _statistical_findings(result: GateResult) -> list[Finding]:
+    findings = [_accuracy_finding(suite, comparison) for suite, comparison in sorted(result.accuracy.items())]
+    findings += [_rate_finding(suite, rate) for suite, rates in sorted(result.rates.items()) for rate in rates.values()]
+    return [finding for finding in findings if finding is not None]
+
+
+def _accuracy_finding(suite: str, comparison: ScoreComparison) -> Finding | None:
+    change = _points(comparison.difference)
+    if comparison.verdict == FAIL:
+        margin = _points(comparison.margin, sign=False)
+        return Finding(
+            FAIL,
+            f"{suite}: accuracy {change} beyond the {margin} margin (p = {comparison.p_value:.2g}, "
+            f"Holm-adjusted {comparison.adjusted_p_value:.2g})",
+            suite,
+            ABOUT_ACCURACY,
+        )
+    if comparison.verdict == INCONCLUSIVE:
+        interval = f"[{_points(comparison.lower)}, {_points(comparison.upper)}]"
+        detectable = _points(comparison.min_detectable_drop, sign=False)
+        return Finding(
+            INCONCLUSIVE,
+            f"{suite}: accuracy {change} {interval}; drops under {detectable} cannot be detected with "
+            f"{comparison.items} items; {comparison.to_decide}",
+            suite,
+            ABOUT_ACCURACY,
+        )
+    return None
+
+
+def _rate_finding(suite: str, rate: RateComparison) -> Finding | None:
+    change = f"{suite}: {rate.name} rate {rate.baseline_rate:.1%} → {rate.candidate_rate:.1%}"
+    if rate.verdict == FAIL:
+        text = f"{change} (p = {rate.p_value:.2g}, Holm-adjusted {rate.adjusted_p_value:.2g})"
+        return Finding(FAIL, text, suite, ABOUT_RATE)
+    if rate.verdict == INCONCLUSIVE:
+        return Finding(
+            INCONCLUSIVE,
+            f"{change}, above the {rate.floor:.0%} floor and not shown to be higher (adjusted p = "
+            f"{rate.adjusted_p_value:.2g}), and up to {rate.upper:.1%} cannot be ruled out "
+            f"(floor + margin {rate.floor + rate.margin:.0%})",
+            suite,
+            ABOUT_RATE,
+        )
+    return None
+
+
+def _conformance_suites(baseline: StoredRun, candidate: StoredRun) -> set[str]:
+    return {
+        suite
+        for suite in baseline.suites.keys() & candidate.suites.keys()
+        if baseline.suites[suite].get("checks") and candidate.suites[suite].get("checks")
+    }
+
+
+def _check_regressions(baseline: StoredRun, candidate: StoredRun) -> list[CheckRegression]:
+    regressions = []
+    for suite in sorted(_conformance_suites(baseline, candidate)):
+        before = baseline.suites[suite]["checks"]
+        after = candidate.suites[suite]["checks"]
+        for check in sorted(before.keys() & after.keys()):
+            was, now = before[check], after[check]
+            if was.get("passed", 0) and not was.get("failed", 0) and now.get("failed", 0):
+                excerpts: Mapping[str, str] = now.get("excerpts") or {}
+                regressions.append(
+                    CheckRegression(
+                        suite=suite,
+                        check=check,
+                        baseline_passed=int(was["passed"]),
+                        candidate_failed=int(now["failed"]),
+                        candidate_passed=int(now.get("passed", 0)),
+                        excerpt=next(iter(excerpts.values()), None),
+                    )
+                )
+    return regressions
+
+
+def _shape_finding(baseline: StoredRun, candidate: StoredRun) -> ShapeFinding:
+    sides = []
+    for run in (baseline, candidate):
+        settings, source = run_shape_settings(run.summary["shape"], _server_facts(run))
+        shown = (
+            f"{run.summary['shape']}: {describe(settings)} (from {source})"
+            if settings
+            else f"{run.summary['shape']}: settings unknown"
+        )
+        identity = deployment_identity(run.summary.get("server_info"), run.summary.get("launch"))
+        sides.append((settings, shown, identity))
+    (base_settings, base_shown, base_identity), (cand_settings, cand_shown, cand_identity) = sides
+    decision = shape_policy(base_settings, cand_settings, deployment_differences(base_identity, cand_identity))
+    missing = tuple(suite for suite in decision.required_suites if suite not in candidate.scored_suites())
+    missing_in_baseline = tuple(suite for suite in decision.required_suites if suite not in baseline.scored_suites())
+    derived, _ = run_shape_settings(None, _server_facts(candidate))
+    return ShapeFinding(
+        baseline=base_shown,
+        candidate=cand_shown,
+        differences=decision.differs,
+        required_suites=decision.required_suites,
+        missing_suites=missing,
+        missing_in_baseline=missing_in_baseline,
+        contradictions=contradictions(candidate.summary["shape"], derived),
+    )
+
+
+def _server_facts(run: StoredRun) -> Mapping[str, Any] | None:
+    return merged_server_args(run.summary.get("server_info"), run.summary.get("launch"))
+
+
+def _points(share: float, *, sign: bool = True) -> str:
+    return f"{share * 100:+.1f} pts" if sign else f"{share * 100:.1f} pts"

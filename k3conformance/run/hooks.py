@@ -1,0 +1,400 @@
+"""The hooks of a k3conformance run: registered by `activate` only when a session runs one.
+
+`plugin.py` is loaded into every pytest session of the environment (a `pytest11` entry
+point); it calls `activate` once a session shows that it runs k3conformance. Until then
+none of this module, nor what it imports, is loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import pytest
+
+from k3conformance.endpoint.url import is_reference
+from k3conformance.options import Settings, check_separate_path_values, resolve_settings
+from k3conformance.probes.probe import InfrastructureError, Probe, probe_of
+from k3conformance.run.activation import STASH_KEY, SUITES_MARKER, has_suites_conftest, reference_profile
+from k3conformance.run.signals import interrupt_on_sigterm, restore_sigterm
+from k3conformance.run.state import WORKERINPUT_KEY, WORKEROUTPUT_KEY, BaselineViews, RunState
+from k3conformance.run.tally import USER_PROPERTY, classify, suite_of, tally_report
+from k3conformance.run.terminal import (
+    NO_BASELINE_NOTE,
+    SIMULATOR_NOTICE,
+    accuracy_table,
+    check_table,
+    failure_lines,
+    header_lines,
+    metric_lines,
+    suite_table,
+)
+from k3conformance.runs.records import STATUS_COMPLETE, STATUS_RUNNING, utc_now
+
+# The suite whose tools run model-written code: the header says how it is isolated.
+AGENT_SUITE = "agentic_coding"
+
+if TYPE_CHECKING:
+    from k3conformance.gate.verdict import GateResult
+    from k3conformance.runs.schema import OutcomeRecord, RunSummary
+    from k3conformance.runs.stored import StoredRun
+
+
+def activate(config: pytest.Config) -> RunState:
+    """Start this process's part of a k3conformance run: state, SIGTERM handling, baseline, hooks."""
+    if hasattr(config, "workerinput") and WORKERINPUT_KEY not in config.workerinput:
+        raise pytest.UsageError(
+            "k3conformance suites were found only while collecting under xdist: mark the suites directory "
+            f"with a conftest.py that sets {SUITES_MARKER} = True, or pass a --k3-* option"
+        )
+    config.addinivalue_line("markers", "k3_suite(name): the k3conformance suite a test belongs to")
+    config.addinivalue_line("markers", "k3_vendor: a vendor-mode check, run only with --k3-vendor")
+    if not hasattr(config, "workerinput"):
+        check_separate_path_values(config)
+    settings = resolve_settings(config)
+    _check_reference_profile(settings)
+    state = RunState.for_process(config, settings)
+    config.stash[STASH_KEY] = state
+    interrupt_on_sigterm(config)
+    if state.role != "worker" and state.settings.server_args is not None:
+        state.launch = _read_launch(state.settings.server_args, state.settings.api_key)
+    if state.role != "worker" and state.settings.baseline is not None and not config.option.collectonly:
+        state.baseline = _load_baseline(state.settings)
+        state.baseline_views = BaselineViews(state.baseline)
+    config.pluginmanager.register(RunHooks(state), "k3conformance-run")
+    if config.pluginmanager.hasplugin("xdist") and state.role != "worker":
+        from k3conformance.run.xdist import XdistHooks
+
+        config.pluginmanager.register(XdistHooks(state, config), "k3conformance-xdist")
+    return state
+
+
+def _check_reference_profile(settings: Settings) -> None:
+    if is_reference(settings.endpoint):
+        try:
+            reference_profile(settings.endpoint)
+        except KeyError as error:
+            raise pytest.UsageError(f"--k3-endpoint: {error.args[0]}") from None
+
+
+def _load_baseline(settings: Settings) -> StoredRun:
+    from k3conformance.runs.stored import BaselineError, load_run
+
+    try:
+        return load_run(settings.baseline or "", settings.results_dir)
+    except BaselineError as error:
+        raise pytest.UsageError(f"--k3-baseline: {error}") from None
+
+
+def _read_launch(path: Path, api_key: str | None) -> dict[str, Any]:
+    from k3conformance.deployment.launch import LaunchFileError, read_launch_file
+
+    try:
+        return read_launch_file(path, (api_key,) if api_key else ())
+    except LaunchFileError as error:
+        raise pytest.UsageError(f"--k3-server-args: {error}") from None
+
+
+def _sequential_plan(views: BaselineViews, settings: Settings) -> list[str]:
+    """What a gated run will cost, as `k3conformance plan` prints it."""
+    from k3conformance.gate.sequential.plan import plan_report
+    from k3conformance.gate.settings import GateSettings
+
+    return plan_report(views.baseline, GateSettings.from_options(settings), views.partner)
+
+
+def _resolve_up_front(config: pytest.Config) -> bool:
+    if config.option.collectonly:
+        return False
+    if config.getoption("k3_endpoint") is not None:
+        return True
+    return has_suites_conftest(config)
+
+
+def _check_datasets(settings: Settings) -> dict[str, dict[str, str]]:
+    from k3conformance.datasets.suite_items import DatasetUnavailable, check_datasets
+
+    try:
+        return check_datasets(settings)
+    except DatasetUnavailable as error:
+        raise pytest.UsageError(str(error)) from None
+
+
+def _check_baseline_datasets(baseline: StoredRun, sources: dict[str, dict[str, str]]) -> None:
+    from k3conformance.runs.stored import BaselineError, check_same_datasets
+
+    try:
+        check_same_datasets(baseline, sources)
+    except BaselineError as error:
+        raise pytest.UsageError(f"--k3-baseline: {error}") from None
+
+
+def _plan_requests(session: pytest.Session, state: RunState) -> None:
+    if not any(probe_of(item) for item in session.items):
+        return
+    runner = state.ensure_runner()
+    if state.role == "worker":
+        from k3conformance.run.scheduling import share_of
+
+        workerinput: dict[str, Any] = session.config.workerinput  # type: ignore[attr-defined]
+        mine = share_of(session.items, workerinput) if state.share_known else []
+    else:
+        mine = session.items
+    probes = [probe for probe in map(probe_of, mine) if probe is not None]
+    for probe in probes:
+        _note_dataset(state, probe)
+    sequential = state.sequential
+    if sequential is not None:
+        runner.admit = lambda probe: sequential.may_send(probe.suite, probe.item, probe.first_sample)
+    runner.plan(probes)
+
+
+def _note_dataset(state: RunState, probe: Probe) -> None:
+    entry = state.datasets.setdefault(probe.suite, {"items": []})
+    for key in ("dataset", "dataset_sha256"):
+        if key in probe.data:
+            entry[key] = probe.data[key]
+    if "dataset" in probe.data:
+        entry.setdefault("sources", {})[probe.data["dataset"]] = probe.data.get("dataset_sha256", "")
+    if probe.item not in entry["items"]:
+        entry["items"].append(probe.item)
+
+
+def _run_gate(state: RunState, summary: RunSummary) -> GateResult:
+    from k3conformance.gate.report import write_reports
+    from k3conformance.gate.settings import GateSettings
+    from k3conformance.gate.verdict import judge
+    from k3conformance.runs.stored import StoredRun
+
+    assert state.baseline is not None
+    result = judge(state.baseline, StoredRun(summary, state.run_dir), GateSettings.from_options(state.settings))
+    if state.sequential is not None:
+        from k3conformance.gate.sequential.apply import apply_sequential
+
+        apply_sequential(result, state.sequential.to_summary())
+    if state.run_dir.is_dir():
+        write_reports(result, state.run_dir, state.baseline.summary, summary)
+    return result
+
+
+class RunHooks:
+    """The hooks of a k3conformance run, registered by `activate` only in sessions that run one."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Know our xdist role; check datasets, baseline and endpoint before anything runs."""
+        state = self.state
+        if state.role == "worker":
+            return
+        # xdist registers its controller during configure, possibly after our configure ran.
+        state.role = "controller" if session.config.pluginmanager.hasplugin("dsession") else "single"
+        if not _resolve_up_front(session.config):
+            return
+        sources = _check_datasets(state.settings)
+        if state.baseline is not None:
+            _check_baseline_datasets(state.baseline, sources)
+        state.ensure_endpoint()
+        state.ensure_results_dir()
+        state.write_summary(STATUS_RUNNING)
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        """Say what is in force: endpoint, model, shape, settings, records, baseline."""
+        state = self.state
+        lines = header_lines(state.settings, state.shape, state.run_dir, state.endpoint, state.resumed)
+        if state.endpoint is not None:
+            shape = state.shape_settings()
+            if shape["described"]:
+                origin = "the server's arguments" if shape["source"] == "server" else "the shape registry"
+                lines.append(f"k3conformance: deployment settings {shape['described']} (from {origin})")
+            lines += [f"k3conformance: WARNING {line}" for line in shape["contradictions"]]
+        if state.baseline is not None and state.baseline_views is not None:
+            lines.append(
+                f"k3conformance: gating against the baseline {state.baseline.label}, {state.baseline.origin} "
+                f"({state.settings.gate} mode)"
+            )
+            lines += [f"k3conformance: {line}" for line in _sequential_plan(state.baseline_views, state.settings)]
+            if state.settings.sequential and state.role == "controller":
+                lines.append(
+                    "k3conformance: sequential gating runs in a single process only: under xdist the run is fixed-size"
+                )
+            elif not state.settings.sequential:
+                lines.append("k3conformance: --k3-sequential=off: a fixed-size run")
+        if state.settings.save_baseline:
+            lines.append(f"k3conformance: this run is stored as a baseline of shape {state.shape} if it completes")
+        return lines
+
+    def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+        """Which isolation the agent's tools get, when the agentic coding suite is collected."""
+        if not any(suite_of(item) == AGENT_SUITE for item in items):
+            return []
+        from k3conformance.agent.isolation import agent_isolation
+
+        return [f"k3conformance: {agent_isolation(self.state.settings.agent_unisolated).describe()}"]
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """--k3-vendor checks only with it; --k3-limit keeps N items per suite (every item kind a check needs); then
+        the sequential gate's committed order."""
+        from k3conformance.probes.selection import limited, vendor_only
+
+        settings = self.state.settings
+        deselected: list[pytest.Item] = []
+        if not settings.vendor:
+            deselected = [item for item in items if vendor_only(item)]
+            items[:] = [item for item in items if not vendor_only(item)]
+        if settings.limit is not None:
+            kept, dropped = limited(items, [probe_of(item) for item in items], settings.limit, settings.seed)
+            items[:] = kept
+            deselected += dropped
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+        state = self.state
+        if state.baseline is not None and settings.sequential and state.role == "single":
+            from k3conformance.run.sequential import order_for_sequential_gate
+
+            state.sequential = order_for_sequential_gate(config, items, state)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Skip, before it waits for its requests, a test of a suite the sequential gate has stopped."""
+        if self.state.sequential is not None:
+            from k3conformance.run.sequential import skip_if_stopped
+
+            skip_if_stopped(item, self.state.sequential)
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        """Counted for the summary: a run that left tests out is a subset, not a baseline by accident."""
+        if items:
+            self.state.note_selection(items[0].config, len(items))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Tell our xdist scheduler which probe each test uses."""
+        # tryfirst: before xdist's worker reports its collection to the scheduler.
+        state = self.state
+        if state.role == "worker" and state.share_known and state.groups_file is not None:
+            from k3conformance.run.scheduling import probe_groups, write_probe_groups
+
+            write_probe_groups(state.groups_file, probe_groups(session.items))
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        """Send this process's requests ahead of its tests."""
+        state = self.state
+        if state.role != "controller" and not session.config.option.collectonly:
+            _plan_requests(session, state)
+        return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """Attach each outcome (layer, message, metrics, score) to its report."""
+        report = yield
+        outcome = classify(item, call, report)
+        if outcome is not None:
+            report.user_properties.append((USER_PROPERTY, outcome))
+        if call.excinfo is not None and call.excinfo.errisinstance(InfrastructureError):
+            # The endpoint failed, not our code: the message is the whole story.
+            report.longrepr = str(call.excinfo.value)
+        return report
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """Put SIGTERM back and close the run's connections, loop and files."""
+        restore_sigterm(config)
+        self.state.close()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Write each outcome record (worker or single process) and tally it (controller or single)."""
+        # Under xdist this runs on the worker (which writes the record) and again on the
+        # controller (which tallies); a single process does both.
+        state = self.state
+        for name, value in report.user_properties:
+            if name == USER_PROPERTY and isinstance(value, dict) and state.role != "controller" and state.writer:
+                record = cast(
+                    "OutcomeRecord", {"kind": "outcome", "nodeid": report.nodeid, "written_at": utc_now(), **value}
+                )
+                state.writer.write(record)
+        if state.role != "worker":
+            tally_report(state.tallies, report)
+        if state.sequential is not None:
+            from k3conformance.run.sequential import feed_report
+
+            feed_report(state, report)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Write the summary, run the gate, and set the exit status from its verdict."""
+        state = self.state
+        if state.role == "worker":
+            workeroutput: dict[str, Any] = session.config.workeroutput  # type: ignore[attr-defined]
+            workeroutput[WORKEROUTPUT_KEY] = {"stats": vars(state.stats), "datasets": state.datasets}
+            return
+        state.note_selection(session.config, 0)
+        stopped_early = bool(session.shouldstop or session.shouldfail)
+        if state.role == "controller" and exitstatus == pytest.ExitCode.INTERRUPTED and not state.stats.sent:
+            state.recount_requests()
+        state.status = state.final_status(exitstatus, stopped_early)
+        summary = state.write_summary(state.status, int(exitstatus))
+        if state.baseline is not None and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            state.gate_result = _run_gate(state, summary)
+            if state.gate_result.fails():
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """Print the suite and check tables, the requests, the run folder and the gate."""
+        state = self.state
+        if state.role == "worker" or not (state.tallies or state.stats.sent or state.stats.resumed):
+            return
+        write = terminalreporter.write_line
+        terminalreporter.section("k3conformance")
+        if state.tallies:
+            for line in suite_table(state.tallies).splitlines():
+                write(line)
+            write("")
+            for line in check_table(state.tallies).splitlines():
+                write(line)
+            accuracy = accuracy_table(state.tallies)
+            if accuracy:
+                write("")
+                for line in accuracy.splitlines():
+                    write(line)
+                if state.baseline is None:
+                    write(NO_BASELINE_NOTE, yellow=True)
+            for line in [*metric_lines(state.tallies), *failure_lines(state.tallies)]:
+                write(line)
+        stats = state.stats
+        refused = f", {stats.parser_refusals} refused by the server's parser" if stats.parser_refusals else ""
+        write(
+            f"requests: {stats.sent} sent ({stats.attempts} attempts), {stats.resumed} reused from an earlier "
+            f"session, {stats.infra_errors} infrastructure errors, {stats.api_errors} rejected (4xx){refused}"
+        )
+        write(f"run {state.run_dir.name} ({state.status}): records in {state.run_dir}")
+        if state.status != STATUS_COMPLETE:
+            write("the run is not complete: rerun with --k3-resume to send only the missing requests", yellow=True)
+        if state.gate_result is not None:
+            self._write_gate(terminalreporter, state.gate_result)
+        elif state.baseline is not None:
+            write("gate: not evaluated, the session did not finish its tests", yellow=True)
+        if state.endpoint is not None and state.endpoint.simulator:
+            write(f"NOTE: {SIMULATOR_NOTICE}", yellow=True)
+
+    def _write_gate(self, terminalreporter: Any, result: GateResult) -> None:
+        from k3conformance.gate.report import text_report
+
+        terminalreporter.section("k3conformance gate")
+        colour = {"red": True} if result.fails() else {"yellow": True} if result.verdict != "PASS" else {"green": True}
+        lines = text_report(result)
+        terminalreporter.write_line(lines[0], bold=True, **colour)
+        for line in lines[1:]:
+            terminalreporter.write_line(line)
+        if result.verdict == "INCONCLUSIVE" and not result.fails():
+            terminalreporter.write_line(
+                "WARNING: the gate is INCONCLUSIVE (--k3-gate strict would fail the session): see the minimum "
+                "detectable drop above",
+                yellow=True,
+            )
+        terminalreporter.write_line(f"gate reports: {self.state.run_dir}/gate.md, gate.json")

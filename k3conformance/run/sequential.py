@@ -1,0 +1,167 @@
+"""Where the sequential gate meets the pytest session: ordering the tests, feeding each finished
+item, stopping a suite (skipping its remaining tests, cancelling its requests, recording
+why). run/hooks.py calls these; the verdicts reach the gate's result through
+`gate/sequential/apply.py`, which `k3conformance compare` uses too."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import pytest
+
+from k3conformance.gate.sequential.state import SequentialRun
+from k3conformance.gate.settings import GateSettings
+from k3conformance.probes.probe import probe_of
+from k3conformance.probes.selection import probe_kind
+from k3conformance.run.tally import USER_PROPERTY
+from k3conformance.runs.records import utc_now
+
+if TYPE_CHECKING:
+    from k3conformance.run.state import RunState
+
+
+def order_for_sequential_gate(config: pytest.Config, items: list[pytest.Item], state: RunState) -> SequentialRun | None:
+    """Plan the gated suites on the collected items, put their tests in the committed order and
+    deselect the items beyond each suite's maximum. None when no collected suite is gated."""
+    assert state.baseline is not None
+    collected: dict[str, dict[str, str]] = {}
+    for item in items:
+        probe = probe_of(item)
+        if probe is not None:
+            collected.setdefault(probe.suite, {})[probe.item] = probe_kind(probe)
+    run = SequentialRun.start(
+        state.baseline,
+        GateSettings.from_options(state.settings),
+        state.run_dir.name,
+        collected,
+        partner=state.baseline_views.partner if state.baseline_views else None,
+    )
+    if not run.suites:
+        return None
+    positions = [index for index, item in enumerate(items) if _gated(item, run)]
+    gated = [items[index] for index in positions]
+
+    def place(entry: tuple[int, pytest.Item]) -> tuple[int, int]:
+        index, item = entry
+        probe = probe_of(item)
+        assert probe is not None
+        rank = run.rank(probe.suite, probe.item)
+        # Items the baseline did not score keep their place after the ordered ones.
+        return (len(items) + index if rank is None else rank, index)
+
+    ordered = [item for _, item in sorted(enumerate(gated), key=place)]
+    for index, item in zip(positions, ordered, strict=True):
+        items[index] = item
+    deselected = [item for item in items if _beyond_maximum(item, run)]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not _beyond_maximum(item, run)]
+    _add_rounds(items, run)
+    for item in items:
+        probe = probe_of(item)
+        if probe is not None:
+            run.expect_tests(probe.suite, probe.item, probe.first_sample)
+    return run
+
+
+def _add_rounds(items: list[pytest.Item], run: SequentialRun) -> None:
+    """For each suite sampled in rounds, a test per later round of every one of its tests, right after
+    the suite's last test: round 2 of every item in the committed order, then round 3, and so on."""
+    for suite in run.suites:
+        counts = run.rounds_of(suite)
+        if not counts:
+            continue
+        first_round = [item for item in items if (probe := probe_of(item)) is not None and probe.suite == suite]
+        clones = [
+            _round_test(item, start, end)
+            for start, end in itertools.pairwise(counts)
+            for item in first_round
+            if isinstance(item, pytest.Function)
+        ]
+        for clone in clones:
+            probe = probe_of(clone)
+            assert probe is not None
+            run.round_tests[clone.nodeid] = probe.first_sample
+        after = items.index(first_round[-1]) + 1
+        items[after:after] = clones
+
+
+def _round_test(item: pytest.Function, start: int, end: int) -> pytest.Function:
+    """A copy of a parametrized test whose probe sends samples start … end − 1 only, with the id
+    `test_x[ID-samples-START-END]`. pytest has no public way to add a parametrized test after
+    collection, so this does what its own collection does for each parameter set (`Function.from_parent`
+    with a `CallSpec2`, in `_pytest.python.PyCollector._genfunctions`): the private parts pytest
+    builds from are kept in this one function."""
+    callspec = item.callspec
+    probe = probe_of(item)
+    assert probe is not None
+    clone_id = f"{callspec.id}-samples-{start}-{end}"
+    params = {
+        name: replace(value, samples=end - start, first_sample=start) if value is probe else value
+        for name, value in callspec.params.items()
+    }
+    spec = replace(callspec, params=params, _idlist=[clone_id])
+    return pytest.Function.from_parent(
+        item.parent,
+        name=f"{item.originalname}[{clone_id}]",
+        callspec=spec,
+        callobj=item.obj,
+        fixtureinfo=item._fixtureinfo,
+        keywords={clone_id: True},
+        originalname=item.originalname,
+    )
+
+
+def _gated(item: pytest.Item, run: SequentialRun) -> bool:
+    probe = probe_of(item)
+    return probe is not None and probe.suite in run.suites
+
+
+def _beyond_maximum(item: pytest.Item, run: SequentialRun) -> bool:
+    probe = probe_of(item)
+    return probe is not None and run.beyond_maximum(probe.suite, probe.item)
+
+
+def skip_if_stopped(item: pytest.Item, run: SequentialRun) -> None:
+    probe = probe_of(item)
+    if probe is None:
+        return
+    stop = run.stopped(probe.suite)
+    if stop is not None:
+        pytest.skip(
+            f"the sequential gate stopped {probe.suite}: {stop.verdict} by the {stop.by} after {stop.items} items"
+        )
+
+
+def feed_report(state: RunState, report: pytest.TestReport) -> None:
+    """Feed a finished test's item to the rule; when the rule stops its suite, cancel the rest."""
+    run = state.sequential
+    assert run is not None
+    first_sample = run.round_tests.get(report.nodeid, 0)
+    for name, value in report.user_properties:
+        if name != USER_PROPERTY or not isinstance(value, dict) or value.get("item") is None:
+            continue
+        suite, item = value["suite"], value["item"]
+        tally = state.tallies.get(suite)
+        score = tally.scores.get(item) if tally is not None else None
+        stop = run.test_done(suite, item, score, first_sample)
+        if stop is None or state.runner is None:
+            continue
+        cancelled = state.runner.cancel(suite, lambda probe: run.used(probe.suite, probe.item, probe.first_sample))
+        reason = f"sequential gate: {suite} stopped with {stop.verdict} by the {stop.by} after {stop.items} items"
+        if state.writer is not None:
+            for probe in cancelled:
+                state.writer.write(
+                    {
+                        "kind": "cancelled",
+                        "suite": suite,
+                        "item": probe.item,
+                        # A later round's requests: the item's samples from this index on.
+                        **({"first_sample": probe.first_sample} if probe.first_sample else {}),
+                        "reason": reason,
+                        "written_at": utc_now(),
+                    }
+                )
+        run.note_cancelled(suite, cancelled, state.runner.spent)

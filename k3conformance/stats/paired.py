@@ -1,0 +1,381 @@
+"""Paired statistics for comparing a candidate run with a baseline run, item by item.
+
+Items are the unit of sampling (Miller, "Adding Error Bars to Evals", arXiv 2411.00640):
+both runs answer the same items, so the comparison works on the per-item differences
+d_i = candidate_i - baseline_i (an item's score is the mean over its samples). Their mean
+is the change in accuracy; its standard error already includes the correlation between
+the runs: far tighter than comparing two independent accuracies.
+
+The verdict, at one-sided level alpha with a margin m (points of accuracy a deployment
+may lose without anyone caring):
+
+- PASS: the data rule out a loss larger than the margin. With one binary sample per item,
+  Tango's score test of H0 "change <= -m" (Tango 1998, "Equivalence test and confidence
+  interval for the difference in proportions for the paired-sample design", Stat Med
+  17:891, with a quarter-item continuity correction) rejects at alpha: its variance uses the maximum-likelihood estimate constrained
+  to a change of exactly -m, which keeps the wrong-PASS rate at or under alpha at every
+  share of discordant items (the unconstrained Wald interval reached 13% at 3% discordant
+  items; tests/unit/gate/test_gate_calibration.py enumerates it exactly). With several samples per
+  item, a plain paired t test on the item means (standard error clustered by item).
+- FAIL: the data show a loss larger than the margin: the test of H0 "change >= -m" rejects
+  at alpha AND the upper bound of the interval is below -m. With one binary sample per item
+  the test is an exact McNemar test with the margin (conditional on the b + c discordant
+  items, b ~ Binomial(b + c, (1 + m n / (b + c)) / 2) under H0, where b counts the items only
+  the baseline got right); otherwise the paired t test. Testing against -m rather than 0
+  keeps a loss inside the margin from failing. Across the tests of one gate the FAIL side
+  is Holm-adjusted (`holm`), so a healthy candidate fails the whole gate at most alpha of
+  the time, however many suites and rates it compares.
+- INCONCLUSIVE: neither. The report says how many items, at the observed spread, would
+  decide it, and prints the minimum detectable drop.
+
+The interval shown is the inversion of the PASS test: Tango's score interval for binary
+items, the t interval otherwise. When every item agrees exactly (no spread at all), the
+t interval falls back to Agresti and Min's pseudo-observations (half a discordant item
+each way and one agreeing item), so that a handful of identical items is not a PASS.
+
+The minimum detectable drop is the true loss the FAIL rule catches with 80% power at this
+size and spread: m + (z_{1-alpha} + z_0.8) * SE; "about N more items" plans at the same
+80% power. About a hundred long coding tasks can only catch large losses: most healthy
+comparisons of that size are INCONCLUSIVE, and the report says so rather than calling them
+a PASS.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
+from statistics import NormalDist
+from typing import Any, Literal
+
+from scipy import stats
+
+Verdict = Literal["PASS", "FAIL", "INCONCLUSIVE"]
+PASS: Verdict = "PASS"
+FAIL: Verdict = "FAIL"
+INCONCLUSIVE: Verdict = "INCONCLUSIVE"
+POWER = 0.8
+# Beyond this many times the current number of items, a planning figure is no plan.
+_UNREACHABLE_FACTOR = 100
+# Bisection steps of the score interval: 2^-60 of the range is far below any shown digit.
+_BISECTION_STEPS = 60
+_CONTINUITY = 0.25
+TANGO = "Tango score test for PASS, exact McNemar for FAIL (one sample per item)"
+PAIRED_T = "paired t on item means, SE clustered by item"
+
+
+@dataclass(frozen=True)
+class ItemTotals:
+    """One item's samples in one run: how many, and the sum of their scores (0..1 each)."""
+
+    samples: int
+    correct: float
+
+    @property
+    def mean(self) -> float:
+        return self.correct / self.samples
+
+    @property
+    def binary(self) -> bool:
+        return self.samples == 1 and self.correct in (0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class ScoreComparison:
+    """A suite's accuracy, candidate against baseline, on the items both runs scored."""
+
+    items: int
+    baseline_only: int
+    candidate_only: int
+    baseline: float
+    candidate: float
+    difference: float
+    # One-sided (1 - alpha) bounds of the change; together a (1 - 2 alpha) interval.
+    lower: float
+    upper: float
+    standard_error: float
+    method: str
+    # Items only the baseline got right / only the candidate got right (binary items only).
+    baseline_only_right: int | None
+    candidate_only_right: int | None
+    # p-value of H0 "change >= -margin" (small: a loss beyond the margin), alone and
+    # Holm-adjusted over every test of the gate (equal when it is the only test).
+    p_value: float
+    adjusted_p_value: float
+    margin: float
+    alpha: float
+    min_detectable_drop: float
+    verdict: Verdict
+    # For INCONCLUSIVE: what would decide it.
+    to_decide: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def adjusted(self, adjusted_p_value: float) -> ScoreComparison:
+        """The same comparison with its FAIL test at a family-adjusted p-value."""
+        verdict = _score_verdict(self.lower, self.upper, adjusted_p_value, self.margin, self.alpha)
+        to_decide = self.to_decide
+        if verdict == INCONCLUSIVE and to_decide is None:
+            to_decide = _to_decide(self.difference, self.standard_error, self.items, self.margin, self.alpha)
+        return replace(self, adjusted_p_value=adjusted_p_value, verdict=verdict, to_decide=to_decide)
+
+
+def compare_scores(
+    baseline: Mapping[str, ItemTotals],
+    candidate: Mapping[str, ItemTotals],
+    *,
+    margin: float,
+    alpha: float,
+) -> ScoreComparison | None:
+    """Compare on the shared items with at least one sample on each side; None when there are none."""
+    shared = sorted(
+        item for item in baseline.keys() & candidate.keys() if baseline[item].samples and candidate[item].samples
+    )
+    if not shared:
+        return None
+    base = [baseline[item].mean for item in shared]
+    cand = [candidate[item].mean for item in shared]
+    count = len(shared)
+    differences = [c - b for b, c in zip(base, cand, strict=True)]
+    difference = sum(differences) / count
+    planning_error = _planning_error(differences)
+    binary = all(baseline[item].binary and candidate[item].binary for item in shared)
+    baseline_right: int | None = None
+    candidate_right: int | None = None
+    if binary:
+        baseline_right = sum(1 for b, c in zip(base, cand, strict=True) if b > c)
+        candidate_right = sum(1 for b, c in zip(base, cand, strict=True) if c > b)
+        lower, upper = tango_interval(baseline_right, candidate_right, count, alpha)
+        p_value = mcnemar_p_beyond_margin(baseline_right, candidate_right, count, margin)
+        method = TANGO
+    else:
+        lower, upper, p_value = _paired_t(differences, planning_error, margin, alpha)
+        method = PAIRED_T
+    verdict = _score_verdict(lower, upper, p_value, margin, alpha)
+    return ScoreComparison(
+        items=count,
+        baseline_only=len(baseline.keys() - candidate.keys()),
+        candidate_only=len(candidate.keys() - baseline.keys()),
+        baseline=sum(base) / count,
+        candidate=sum(cand) / count,
+        difference=difference,
+        lower=lower,
+        upper=upper,
+        standard_error=planning_error,
+        method=method,
+        baseline_only_right=baseline_right,
+        candidate_only_right=candidate_right,
+        p_value=p_value,
+        adjusted_p_value=p_value,
+        margin=margin,
+        alpha=alpha,
+        min_detectable_drop=margin + (_z(1 - alpha) + _z(POWER)) * planning_error,
+        verdict=verdict,
+        to_decide=None if verdict != INCONCLUSIVE else _to_decide(difference, planning_error, count, margin, alpha),
+    )
+
+
+def _score_verdict(lower: float, upper: float, fail_p_value: float, margin: float, alpha: float) -> Verdict:
+    if lower > -margin:
+        return PASS
+    if fail_p_value <= alpha and upper < -margin:
+        return FAIL
+    return INCONCLUSIVE
+
+
+def tango_statistic(baseline_right: int, candidate_right: int, items: int, change: float) -> float:
+    """Tango's score statistic for H0 "candidate - baseline accuracy = change" on paired
+    binary items, with a quarter-item continuity correction; large when the true change is
+    above `change`."""
+    b, c, n = baseline_right, candidate_right, items
+    raw = c - b - n * change
+    # A quarter of an item of continuity correction: the plain statistic reaches 5.03% wrong
+    # PASS at 113 items and 22% discordant items (discreteness); this keeps it under alpha
+    # over 41-500 items and 3-25% discordant items, at a loss of about 2 points of A/A PASS.
+    numerator = math.copysign(max(abs(raw) - _CONTINUITY, 0.0), raw)
+    # The share of baseline-only items under H0, by constrained maximum likelihood.
+    quadratic_b = -(b + c) + (2 * n - c + b) * change
+    quadratic_c = -b * change * (1 - change)
+    root = (-quadratic_b + math.sqrt(max(quadratic_b**2 - 8 * n * quadratic_c, 0.0))) / (4 * n)
+    variance = n * (2 * root + change * (1 - change))
+    if variance <= 1e-15:
+        return 0.0 if numerator == 0 else math.copysign(math.inf, numerator)
+    return numerator / math.sqrt(variance)
+
+
+def tango_interval(baseline_right: int, candidate_right: int, items: int, alpha: float) -> tuple[float, float]:
+    """One-sided (1 - alpha) bounds of the change from inverting Tango's score test."""
+    quantile = _z(1 - alpha)
+    estimate = (candidate_right - baseline_right) / items
+
+    def crossing(low: float, high: float, target: float) -> float:
+        # The statistic falls as the hypothesised change rises: bisect for where it equals target.
+        for _ in range(_BISECTION_STEPS):
+            middle = (low + high) / 2
+            if tango_statistic(baseline_right, candidate_right, items, middle) > target:
+                low = middle
+            else:
+                high = middle
+        return (low + high) / 2
+
+    return crossing(-1.0, estimate, quantile), crossing(estimate, 1.0, -quantile)
+
+
+def mcnemar_p_beyond_margin(baseline_right: int, candidate_right: int, items: int, margin: float) -> float:
+    """Exact conditional McNemar p-value of H0 "change >= -margin" against a larger loss."""
+    discordant = baseline_right + candidate_right
+    if discordant == 0:
+        return 1.0
+    share_against = (1 + margin * items / discordant) / 2
+    if share_against >= 1:
+        # So few items disagree that a loss of the margin is impossible: nothing to reject.
+        return 1.0
+    return float(stats.binom.sf(baseline_right - 1, discordant, share_against))
+
+
+def _paired_t(
+    differences: list[float], fallback_error: float, margin: float, alpha: float
+) -> tuple[float, float, float]:
+    """The one-sided t bounds of the mean difference and the p-value of H0 "change >= -margin"."""
+    count = len(differences)
+    mean = sum(differences) / count
+    spread = math.sqrt(sum((d - mean) ** 2 for d in differences) / (count - 1)) if count > 1 else 0.0
+    standard_error = spread / math.sqrt(count)
+    degrees = max(count - 1, 1)
+    if standard_error == 0:
+        # No spread at all: plan with the pseudo-observations rather than a zero-width interval.
+        standard_error, degrees = fallback_error, count + 1
+    quantile = float(stats.t.ppf(1 - alpha, degrees))
+    p_value = float(stats.t.cdf((mean + margin) / standard_error, degrees))
+    return mean - quantile * standard_error, mean + quantile * standard_error, p_value
+
+
+def _planning_error(differences: list[float]) -> float:
+    """Standard error of the mean difference with Agresti and Min's pseudo-observations (+1
+    and -1 with weight 1/2 each, 0 with weight 1), so that items that all agree still have a
+    spread to plan with: for the minimum detectable drop and "N more items"."""
+    count = len(differences) + 2
+    mean = sum(differences) / count
+    squares = sum((d - mean) ** 2 for d in differences) + 0.5 * (1 - mean) ** 2 + 0.5 * (1 + mean) ** 2 + mean**2
+    return math.sqrt(squares / (count - 1) / count)
+
+
+def _to_decide(difference: float, standard_error: float, count: int, margin: float, alpha: float) -> str:
+    """How many items, at the spread seen so far, would decide it with 80% power (the power
+    of the minimum detectable drop) if the observed difference is the true one."""
+    spread = standard_error * math.sqrt(count + 2)
+    distance = abs(difference + margin)
+    if spread == 0 or distance == 0:
+        return "the estimate sits on the margin: no number of items decides it"
+    needed = math.ceil(((_z(1 - alpha) + _z(POWER)) * spread / distance) ** 2)
+    outcome = "PASS" if difference > -margin else "FAIL"
+    if needed > _UNREACHABLE_FACTOR * count:
+        return f"about {needed} items at this spread would be needed to call it a {outcome}: more than can be afforded"
+    return (
+        f"about {max(needed - count, 1)} more items at this spread would make it a {outcome} 4 times in 5, "
+        "if the difference holds"
+    )
+
+
+@lru_cache(maxsize=64)
+def _z(probability: float) -> float:
+    return NormalDist().inv_cdf(probability)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (family-wise error at most alpha for any alpha),
+    in the order given."""
+    order = sorted(range(len(p_values)), key=lambda index: p_values[index])
+    adjusted = [1.0] * len(p_values)
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
+
+
+@dataclass(frozen=True)
+class RateComparison:
+    """How often something bad happens (looping, truncation), candidate against baseline:
+    items where it happened in at least one sample, out of the items."""
+
+    name: str
+    baseline_events: int
+    baseline_items: int
+    candidate_events: int
+    candidate_items: int
+    # One-sided Fisher exact p-value that the candidate's rate is higher, alone and
+    # Holm-adjusted over every test of the gate.
+    p_value: float
+    adjusted_p_value: float
+    # One-sided (1 - alpha) Clopper-Pearson upper bound of the candidate's rate.
+    upper: float
+    floor: float
+    # How far over the floor the rate may be before a rise that is not shown still matters.
+    margin: float
+    alpha: float
+    verdict: Verdict
+
+    @property
+    def baseline_rate(self) -> float:
+        return self.baseline_events / self.baseline_items if self.baseline_items else 0.0
+
+    @property
+    def candidate_rate(self) -> float:
+        return self.candidate_events / self.candidate_items if self.candidate_items else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "baseline_rate": self.baseline_rate, "candidate_rate": self.candidate_rate}
+
+    def adjusted(self, adjusted_p_value: float) -> RateComparison:
+        verdict = _rate_verdict(
+            adjusted_p_value, self.candidate_rate, self.baseline_rate, self.upper, self.floor, self.margin, self.alpha
+        )
+        return replace(self, adjusted_p_value=adjusted_p_value, verdict=verdict)
+
+
+def compare_rates(
+    name: str,
+    baseline: tuple[int, int],
+    candidate: tuple[int, int],
+    *,
+    floor: float,
+    alpha: float,
+    margin: float = 0.03,
+) -> RateComparison:
+    """FAIL when the candidate's rate is significantly higher (one-sided Fisher exact test)
+    and above the absolute floor: a significant rise from 0.1% to 0.3% is not a regression
+    anyone should stop a release for. INCONCLUSIVE when it is not FAIL, the rate rose, and
+    its upper bound is above floor + margin: a material rate cannot be ruled out. PASS
+    otherwise."""
+    base_events, base_items = baseline
+    cand_events, cand_items = candidate
+    table = [[cand_events, cand_items - cand_events], [base_events, base_items - base_events]]
+    p_value = float(stats.fisher_exact(table, alternative="greater").pvalue) if base_items and cand_items else 1.0
+    upper = _rate_upper_bound(cand_events, cand_items, alpha)
+    rate = cand_events / cand_items if cand_items else 0.0
+    base_rate = base_events / base_items if base_items else 0.0
+    verdict = _rate_verdict(p_value, rate, base_rate, upper, floor, margin, alpha)
+    return RateComparison(
+        name, base_events, base_items, cand_events, cand_items, p_value, p_value, upper, floor, margin, alpha, verdict
+    )
+
+
+def _rate_verdict(
+    p_value: float, rate: float, base_rate: float, upper: float, floor: float, margin: float, alpha: float
+) -> Verdict:
+    if p_value <= alpha and rate > floor:
+        return FAIL
+    if rate > base_rate and upper > floor + margin:
+        return INCONCLUSIVE
+    return PASS
+
+
+def _rate_upper_bound(events: int, items: int, alpha: float) -> float:
+    if not items:
+        return 1.0
+    if events >= items:
+        return 1.0
+    return float(stats.beta.ppf(1 - alpha, events + 1, items - events))
