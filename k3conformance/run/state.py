@@ -297,18 +297,14 @@ class RunState:
     def shape_settings(self) -> dict[str, Any]:
         """The deployment's defining settings, from the server's own arguments when it
         reports them, else from a registry --k3-shape; and any contradiction between the two."""
-        from k3conformance.deployment.cookbook import contradictions, run_shape_settings
-        from k3conformance.deployment.launch import merged_server_args
-        from k3conformance.deployment.shapes import describe
+        from k3conformance.deployment.cookbook import read_run_shape
 
-        info = merged_server_args(self.endpoint.server_info if self.endpoint else None, self.launch)
-        settings, source = run_shape_settings(self.settings.shape, info)
-        derived, _ = run_shape_settings(None, info)
+        shape = read_run_shape(self.settings.shape, self.endpoint.server_info if self.endpoint else None, self.launch)
         return {
-            "settings": asdict(settings) if settings else None,
-            "described": describe(settings) if settings else None,
-            "source": source,
-            "contradictions": contradictions(self.settings.shape, derived),
+            "settings": asdict(shape.settings) if shape.settings else None,
+            "described": shape.described,
+            "source": shape.source,
+            "contradictions": shape.contradictions,
         }
 
     def write_summary(self, status: RunStatus, exit_status: int | None = None) -> RunSummary:
