@@ -14,6 +14,7 @@ recorded ones.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import fnmatch
 import json
 import posixpath
@@ -336,13 +337,17 @@ class Workspace:
         self.files: dict[str, str] = dict(files)
         self._pool = pool
 
-    async def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
-        """Run one valid call (declared name, arguments that fit its schema)."""
+    async def call(self, name: str, arguments: Mapping[str, Any], *, wall_seconds: float | None = None) -> ToolResult:
+        """Run one valid call (declared name, arguments that fit its schema), for at most
+        `wall_seconds` when that is less than the tools' own limit (the task's time left)."""
         if "path" in arguments:
             problem = path_problem(arguments["path"])
             if problem is not None:
                 return ToolResult(f"error: {problem}", ok=False, refused="path outside the repository")
-        execution = await self._run(name, arguments, self.files)
+        limits = TOOL_LIMITS
+        if wall_seconds is not None and wall_seconds < TOOL_LIMITS.wall_seconds:
+            limits = dataclasses.replace(TOOL_LIMITS, wall_seconds=max(wall_seconds, 0.1))
+        execution = await self._run(name, arguments, self.files, limits)
         if name in CHANGES_FILES and execution.passed:
             if execution.files is None:
                 return ToolResult(f"error: the change was not kept: {execution.collect_problem}", ok=False)
@@ -362,12 +367,12 @@ class Workspace:
         execution = await self._run("run_tests", {"directory": HIDDEN_DIR}, {**self.files, **hidden})
         return judge_hidden(execution, hidden_test_ids(hidden))
 
-    async def _run(self, name: str, arguments: Mapping[str, Any], files: Mapping[str, str]) -> ExecutionResult:
+    async def _run(
+        self, name: str, arguments: Mapping[str, Any], files: Mapping[str, str], limits: SandboxLimits = TOOL_LIMITS
+    ) -> ExecutionResult:
         program = _PRELUDE % json.dumps(dict(arguments)) + _PROGRAMS[name]
         copy = {f"{REPO_DIR}/{path}": text for path, text in files.items()}
-        return await self._pool.run(
-            program, TOOL_LIMITS, files=copy, collect=_COLLECTED[name], seal=name == "run_tests"
-        )
+        return await self._pool.run(program, limits, files=copy, collect=_COLLECTED[name], seal=name == "run_tests")
 
 
 def tool_output(execution: ExecutionResult) -> str:
