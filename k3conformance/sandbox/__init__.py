@@ -1,6 +1,10 @@
 """Runs model-written Python programs (a solution followed by its tests) in a sandbox.
 
-A program passes iff it exits with status 0. Everything it does is treated as hostile:
+A program passes iff it exits with status 0 and, when sealed, ran to its end (process.py:
+a status 0 from os._exit on the way passes nothing). Files it leaves come back only when
+asked for, after every process of the run is gone, never through a link, within caps
+(collect.py). What this holds against a hostile model: docs/sandbox.md. Everything it does
+is treated as hostile:
 it runs in a fresh temporary directory, in its own process group (killed as a whole when
 it ends or times out), under resource limits, with a scrubbed environment and no stdin.
 Two backends:

@@ -101,30 +101,34 @@ def _execute(
 
 
 # The main.py of a sealed run. It takes the token and the program's text before any of the
-# program runs, runs the program, and prints the token (with the program's K3_SEAL_PAYLOAD)
-# only when the program reached its end: an os._exit(0), sys.exit(0) or exit() on the way
-# leaves the run without its seal, so status 0 alone passes nothing. os._exit after the
-# seal: no atexit handler or thread of the program writes after it.
+# program runs, runs the program as __main__ (its own module, so pickling, dataclasses and
+# typing see its names), and prints the token (with the program's K3_SEAL_PAYLOAD) only
+# when the program reached its end: an os._exit(0), sys.exit(0) or exit() on the way
+# leaves the run without its seal, so status 0 alone passes nothing. What it needs after
+# the program is bound to locals first (the program may rebind `os` or `json` in __main__),
+# and it ends with os._exit: no atexit handler or thread of the program writes after it.
 _SEALED_MAIN = f"""
-import json, os, sys
-
-
 def _k3_sealed_run():
+    import json, os, sys
+
+    dumps, write, end, stdout, stderr = json.dumps, os.write, os._exit, sys.stdout, sys.stderr
     with open({SEAL_FILE!r}, "rb") as handle:
         token = handle.read()
     os.unlink({SEAL_FILE!r})
     path = os.path.abspath({PROGRAM_BODY!r})
     with open(path, encoding="utf-8") as handle:
         source = handle.read()
-    namespace = {{"__name__": "__main__", "__file__": path, "__builtins__": __builtins__}}
+    namespace = sys.modules["__main__"].__dict__
+    namespace.pop("_k3_sealed_run", None)
+    namespace["__file__"] = path
     exec(compile(source, path, "exec"), namespace)
-    payload = json.dumps(str(namespace.get("K3_SEAL_PAYLOAD", "")))
-    sys.stdout.flush()
-    sys.stderr.flush()
+    payload = dumps(str(namespace.get("K3_SEAL_PAYLOAD", "")))
+    stdout.flush()
+    stderr.flush()
     line = b"\\n{SEAL_MARK} " + token + b" " + payload.encode("ascii") + b"\\n"
     while line:
-        line = line[os.write(1, line):]
-    os._exit(0)
+        line = line[write(1, line) :]
+    end(0)
 
 
 _k3_sealed_run()
