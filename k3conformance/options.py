@@ -260,6 +260,12 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
     OptionSpec("reasoning_effort", choice(*EFFORTS), "max", "Reasoning effort: low, high or max (default: max)"),
     OptionSpec("concurrency", positive_int, 16, "Requests in flight per process (default: 16)"),
     OptionSpec(
+        "load_concurrency",
+        positive_int,
+        32,
+        "Streams the load suite keeps in flight at once, after sending the same requests one at a time (default: 32)",
+    ),
+    OptionSpec(
         "timeout",
         positive_float,
         900.0,
@@ -466,6 +472,7 @@ class Settings:
     think_mode: ThinkMode
     reasoning_effort: Effort
     concurrency: int
+    load_concurrency: int
     timeout: float
     retries: int
     backoff: float

@@ -233,7 +233,10 @@ class Runner:
 
     async def _run_sample(self, probe: Probe, sample: int) -> SampleResult:
         exchange = RunnerExchange(self, probe, sample)
-        if probe.conversation is not None:
+        if probe.conversation is not None and probe.exclusive:
+            async with self._client.exclusive():
+                await probe.conversation(exchange)
+        elif probe.conversation is not None:
             await probe.conversation(exchange)
         else:
             await asyncio.gather(*(exchange.send(step, partial) for step, partial in probe.requests.items()))
@@ -263,7 +266,7 @@ class Runner:
             if earlier is not None:
                 self.stats.resumed += 1
                 return _outcome_from_record(earlier)
-        outcome, attempts = await self._client.chat(body)
+        outcome, attempts = await self._client.chat(body, throttled=not probe.exclusive)
         self.stats.sent += 1
         self.stats.attempts += attempts
         record: ResponseRecord = {

@@ -8,7 +8,7 @@ Two configurations of the same server:
 - `K3_SETTINGS` (reasoning format auto): a correctly configured server. The checks a right
   server passes must pass, by name; the checks that fail must fail with the right layer:
   `model` where the 135M model's own output is wrong, `parser` or `api` where llama.cpp is
-  (the README lists them, under "Against a real server").
+  (docs/llamacpp.md lists them).
 - `K3_NO_REASONING_SETTINGS` (reasoning format none): a real misconfigured server that leaves
   the think text in `content`; the reasoning checks must fail with the `parser` layer.
 
