@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
-from k3conformance.formatting import percent
+from k3conformance.formatting import markdown_text, percent, terminal_safe
 from k3conformance.gate.sequential.chart import look_charts
 from k3conformance.gate.suite_verdicts import GateVerdicts, suite_verdicts
 from k3conformance.gate.verdict import GateResult
@@ -102,13 +102,22 @@ def _suite_rows(verdicts: GateVerdicts) -> list[list[str]]:
     return rows
 
 
+def _cells(rows: list[list[str]], clean: Callable[[object], str]) -> list[list[str]]:
+    return [[clean(cell) for cell in row] for row in rows]
+
+
 def _sections(result: GateResult, table_format: str) -> list[tuple[str, list[str]]]:
-    """(title, lines) blocks shared by the text and Markdown reports."""
+    """(title, lines) blocks shared by the text and Markdown reports. Every text that came
+    from the runs (suite and check names, excerpts of responses, server descriptions, notes)
+    is escaped for where it goes: literal Markdown for "github", terminal-safe otherwise."""
+    clean: Callable[[object], str] = (
+        markdown_text if table_format == "github" else lambda value: terminal_safe(str(value))
+    )
     confidence = round((1 - 2 * result.settings.alpha) * 100)
     blocks: list[tuple[str, list[str]]] = []
     verdicts = suite_verdicts(result)
     if verdicts.suites or verdicts.run_rules:
-        table = tabulate(_suite_rows(verdicts), headers=_SUITE_HEADERS, tablefmt=table_format)
+        table = tabulate(_cells(_suite_rows(verdicts), clean), headers=_SUITE_HEADERS, tablefmt=table_format)
         blocks.append(
             (
                 "Verdict per suite (every rule that decided it; the gate's verdict is the worst of them)",
@@ -116,7 +125,7 @@ def _sections(result: GateResult, table_format: str) -> list[tuple[str, list[str
             )
         )
     if result.accuracy:
-        table = tabulate(_accuracy_rows(result), headers=_ACCURACY_HEADERS, tablefmt=table_format)
+        table = tabulate(_cells(_accuracy_rows(result), clean), headers=_ACCURACY_HEADERS, tablefmt=table_format)
         blocks.append(
             (
                 f"Accuracy against the baseline (paired by item, {confidence}% interval, margins per suite)",
@@ -125,24 +134,26 @@ def _sections(result: GateResult, table_format: str) -> list[tuple[str, list[str
         )
     rates = _rate_rows(result)
     if rates:
-        table = tabulate(rates, headers=_RATE_HEADERS, tablefmt=table_format)
+        table = tabulate(_cells(rates, clean), headers=_RATE_HEADERS, tablefmt=table_format)
         blocks.append(
             ("Looping and truncation (one-sided Fisher exact test; items with it in any sample)", table.splitlines())
         )
     if result.regressions:
         lines = [
-            f"- {r.suite}/{r.check}: passed {r.baseline_passed}× on the baseline, failed {r.candidate_failed}× on the candidate"
-            + (f": {r.excerpt}" if r.excerpt else "")
+            f"- {clean(r.suite)}/{clean(r.check)}: passed {r.baseline_passed}× on the baseline, failed "
+            f"{r.candidate_failed}× on the candidate" + (f": {clean(r.excerpt)}" if r.excerpt else "")
             for r in result.regressions
         ]
         blocks.append(("Checks that pass on the baseline and fail on the candidate", lines))
     if result.shape is not None:
         shape = result.shape
-        lines = [f"- baseline {shape.baseline}", f"- candidate {shape.candidate}"]
+        lines = [f"- baseline {clean(shape.baseline)}", f"- candidate {clean(shape.candidate)}"]
         if shape.differences:
-            lines.append(f"- differs: {'; '.join(shape.differences)}")
-            lines.append(f"- so the policy requires the {' and '.join(shape.required_suites)} suites on the candidate")
-        lines += [f"- contradiction: {line}" for line in shape.contradictions]
+            lines.append(f"- differs: {clean('; '.join(shape.differences))}")
+            lines.append(
+                f"- so the policy requires the {clean(' and '.join(shape.required_suites))} suites on the candidate"
+            )
+        lines += [f"- contradiction: {clean(line)}" for line in shape.contradictions]
         blocks.append(("Deployment shape", lines))
     charts = look_charts(result.sequential)
     if charts:
@@ -150,7 +161,7 @@ def _sections(result: GateResult, table_format: str) -> list[tuple[str, list[str
         chart = ["```text", *charts, "```"] if table_format == "github" else charts
         blocks.append(("Sequential looks (* the statistic, F the FAIL bound, P the PASS bound, · zero)", chart))
     if result.notes:
-        blocks.append(("Notes", [f"- {note}" for note in result.notes]))
+        blocks.append(("Notes", [f"- {clean(note)}" for note in result.notes]))
     return blocks
 
 
@@ -176,14 +187,14 @@ def markdown_report(result: GateResult, *summaries: Mapping[str, Any]) -> str:
         f"## k3conformance gate: **{result.verdict}**",
         "",
         (
-            f"Candidate `{result.candidate}` against the baseline `{result.baseline}`, {result.settings.mode} mode, "
-            f"one-sided α = {result.settings.alpha}."
+            f"Candidate {markdown_text(result.candidate)} against the baseline {markdown_text(result.baseline)}, "
+            f"{result.settings.mode} mode, one-sided α = {result.settings.alpha}."
         ),
         "",
     ]
     if _simulated(summaries):
         lines += [f"> {SIMULATOR_NOTE}", ""]
-    lines += [f"- {reason}" for reason in result.reasons] or ["- every comparison passed"]
+    lines += [f"- {markdown_text(reason)}" for reason in result.reasons] or ["- every comparison passed"]
     for title, block in _sections(result, "github"):
         lines += ["", f"### {title}", "", *block]
     lines += ["", f"_{READING}_", ""]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 from k3conformance.endpoint.url import is_reference
+from k3conformance.formatting import terminal_safe
 from k3conformance.options import Settings, check_separate_path_values, resolve_settings
 from k3conformance.probes.probe import InfrastructureError, Probe, probe_of
 from k3conformance.run.activation import STASH_KEY, SUITES_MARKER, has_suites_conftest, reference_profile
@@ -402,7 +403,11 @@ class RunHooks:
         state = self.state
         if state.role == "worker" or not (state.tallies or state.stats.sent or state.stats.resumed):
             return
-        write = terminalreporter.write_line
+
+        def write(line: str, **markup: bool) -> None:
+            # Excerpts, check names and server strings in these lines came from outside.
+            terminalreporter.write_line(terminal_safe(line), **markup)
+
         terminalreporter.section("k3conformance")
         if state.tallies:
             for line in suite_table(state.tallies).splitlines():
@@ -440,7 +445,7 @@ class RunHooks:
 
         terminalreporter.section("k3conformance gate")
         colour = {"red": True} if result.fails() else {"yellow": True} if result.verdict != "PASS" else {"green": True}
-        lines = text_report(result)
+        lines = [terminal_safe(line) for line in text_report(result)]
         terminalreporter.write_line(lines[0], bold=True, **colour)
         for line in lines[1:]:
             terminalreporter.write_line(line)

@@ -188,7 +188,16 @@ def test_reasoning_format_none_fails_the_reasoning_checks_at_the_parser_layer(
 # tool calls it makes executed in the sandbox and answered by id. Two tasks, three turns of
 # the suites' budget each.
 AGENT_RUN_OPTIONS = (*RUN_OPTIONS, "--k3-limit", "2", "--k3-agent-turns", "3")
-STOP_REASONS = {"finished", "turn limit", "token budget", "wall time", "repeated action", "no tool call", "truncated"}
+STOP_REASONS = {
+    "finished",
+    "turn limit",
+    "token budget",
+    "wall time",
+    "request size",
+    "repeated action",
+    "no tool call",
+    "truncated",
+}
 
 
 def test_agent_loop_turns_are_executed_recorded_and_classified(tmp_path_factory: pytest.TempPathFactory) -> None:
