@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from child_runs import ReferenceServer, run_plain, run_plugin
 
-from k3conformance.reference.prose import words_for_bytes
+from k3conformance.reference.words import words_for_bytes
 
 COLUMNS = (
     f"{'N':>6} {'C':>4} {'output':>7} {'ideal':>7} {'plain':>8} {'plugin':>8} {'ratio':>6} "

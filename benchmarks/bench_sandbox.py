@@ -24,14 +24,14 @@ from typing import Any
 
 from tabulate import tabulate
 
-from k3conformance.scoring.code_solutions import humaneval_program
-from k3conformance.scoring.sandbox import (
+from k3conformance.sandbox import (
     BACKENDS,
     ExecutionResult,
     SandboxPool,
     backend_info,
     run_python,
 )
+from k3conformance.scoring.code_solutions import humaneval_program
 
 
 def load_programs() -> list[str]:

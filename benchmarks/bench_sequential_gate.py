@@ -22,8 +22,8 @@ import statistics
 
 from sequential_simulation import ALPHA, MARGIN, Scenario, monitor_stops, run
 
-from k3conformance.gate.monitors import RATE_RATIOS
-from k3conformance.gate.sequential import design
+from k3conformance.stats.group_sequential import design
+from k3conformance.stats.monitors import RATE_RATIOS
 
 SCENARIOS = {
     "none (A/A), 15% discordant": Scenario(0.075, 0.075),

@@ -11,14 +11,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from k3conformance.reference.parsers import PARSER_NAMES, ParserUnavailable, make_parser
-from k3conformance.reference.values import Completion
+from k3conformance.reference.values import SimulatedTurn
 from k3conformance.reference.wire import completion_object, stream_frames
+from k3conformance.xtml.parsers import PARSER_NAMES, ParserUnavailable, make_parser
 
-SHORT = Completion(
+SHORT = SimulatedTurn(
     " ".join(["First, the question suggests a careful check."] * 100), "The answer is 42.", (), "stop", 10, 600, 580
 )
-LONG = Completion(
+LONG = SimulatedTurn(
     " ".join(["Wait, the loop bound must cover index 4 before returning."] * 3000), "", (), "length", 10, 32000, 32000
 )
 

@@ -35,8 +35,8 @@ def _profile_name(text: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from k3conformance.reference.parsers import PARSER_NAMES
     from k3conformance.reference.profiles import PROFILES
+    from k3conformance.xtml.parsers import PARSER_NAMES
 
     parser = argparse.ArgumentParser(prog="k3conformance", description="Kimi K3 deployment conformance tools")
     parser.add_argument("--version", action="version", version=f"k3conformance {__version__}")
@@ -214,7 +214,7 @@ def _parsers(arguments: argparse.Namespace) -> int:
 def _plan(arguments: argparse.Namespace) -> int:
     import json
 
-    from k3conformance.gate.plan import a_a_partner, plan_baseline, report_lines
+    from k3conformance.gate.sequential.plan import a_a_partner, plan_baseline, report_lines
     from k3conformance.gate.settings import GateSettings
     from k3conformance.runs.stored import BaselineError, load_run
 
@@ -238,9 +238,9 @@ def _plan(arguments: argparse.Namespace) -> int:
 
 
 def _compare(arguments: argparse.Namespace) -> int:
-    from k3conformance.gate.decision import gate
     from k3conformance.gate.report import json_report, markdown_report, text_report, write_reports
     from k3conformance.gate.settings import GateSettings
+    from k3conformance.gate.verdict import judge
     from k3conformance.runs.stored import BaselineError, check_same_datasets, load_run
 
     try:
@@ -252,12 +252,12 @@ def _compare(arguments: argparse.Namespace) -> int:
         print(f"k3conformance compare: {error}", file=sys.stderr)
         return 2
     settings = GateSettings.from_options(arguments)
-    result = gate(baseline, candidate, settings)
+    result = judge(baseline, candidate, settings)
     stored = candidate.summary.get("sequential")
     if stored:
         # A run gated sequentially is re-gated by replaying its rule against this baseline and these settings.
-        from k3conformance.gate.sequential_hooks import apply_sequential
-        from k3conformance.gate.sequential_replay import replay_sequential
+        from k3conformance.gate.sequential.apply import apply_sequential
+        from k3conformance.gate.sequential.replay import replay_sequential
 
         replayed = replay_sequential(stored, baseline, candidate, settings)
         result.notes += replayed.notes
@@ -275,9 +275,9 @@ def _compare(arguments: argparse.Namespace) -> int:
 
 def _serve(arguments: argparse.Namespace) -> int:
     from k3conformance.reference.identity import DEFAULT_MODEL_ID
-    from k3conformance.reference.parsers import ParserUnavailable
     from k3conformance.reference.profiles import get_profile, with_parser
     from k3conformance.reference.server import serve
+    from k3conformance.xtml.parsers import ParserUnavailable
 
     profile = get_profile(arguments.profile)
     if arguments.parser is not None:

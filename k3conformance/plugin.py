@@ -5,31 +5,25 @@ session shows that it runs k3conformance — a `--k3-*` option or a `k3_*` ini k
 directory (a conftest setting `K3CONFORMANCE_SUITES = True`), or a test parametrized with a
 `Probe` — this module adds its options and fixtures and nothing else: no header, no
 scheduler, no signal handler, no files, no heavy imports. The run's hooks live in
-`hooks.py` and are registered by `activate`.
+`run/hooks.py` and are registered by `activate`; `run/activation.py` says whether a session runs k3conformance.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable
 from typing import TYPE_CHECKING
 
 import pytest
 
-from k3conformance.options import OPTIONS, Settings, add_options
+from k3conformance.options import Settings, add_options
 from k3conformance.probes.probe import Probe, probe_of
+from k3conformance.run.activation import STASH_KEY, runs_k3conformance
 
 if TYPE_CHECKING:
     from k3conformance.endpoint.resolved import ResolvedEndpoint
     from k3conformance.probes.probe import ProbeResult
+    from k3conformance.run.state import RunState
     from k3conformance.scoring.item_score import ItemScore
-    from k3conformance.session import RunState
-
-# A conftest that sets this marks its directory as k3conformance suites: the endpoint
-# is then resolved and checked before anything runs, and shown in the header.
-SUITES_MARKER = "K3CONFORMANCE_SUITES"
-# The run state of this process, set by `hooks.activate`; absent in sessions that do not run k3conformance.
-STASH_KEY = pytest.StashKey["RunState"]()
-_OVERRIDE_INI = ("-o", "--override-ini")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -50,31 +44,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         _activate(config)
 
 
-def runs_k3conformance(config: pytest.Config) -> bool:
-    """Whether this session runs k3conformance: a --k3-* option or k3_* ini key, or a suites conftest."""
-    if _names_k3_option(config.invocation_params.args) or any(
-        config.getini(spec.dest) is not None for spec in OPTIONS if spec.ini
-    ):
-        return True
-    return has_suites_conftest(config)
-
-
-def has_suites_conftest(config: pytest.Config) -> bool:
-    """Whether a loaded conftest marks its directory as k3conformance suites."""
-    return any(getattr(plugin, SUITES_MARKER, False) for plugin in config.pluginmanager.get_plugins())
-
-
-def _names_k3_option(args: Sequence[str]) -> bool:
-    for previous, arg in zip(("", *args), args, strict=False):
-        if arg.startswith("--k3-") or arg.startswith(("-ok3_", "--override-ini=k3_")):
-            return True
-        if previous in _OVERRIDE_INI and arg.startswith("k3_"):
-            return True
-    return False
-
-
 def _activate(config: pytest.Config) -> RunState:
-    from k3conformance.hooks import activate
+    from k3conformance.run.hooks import activate
 
     return activate(config)
 
@@ -110,7 +81,7 @@ def k3_endpoint(pytestconfig: pytest.Config) -> ResolvedEndpoint:
 @pytest.fixture
 def k3_metrics(request: pytest.FixtureRequest) -> dict[str, float]:
     """Numbers this test contributes to its suite's totals (summed across items)."""
-    from k3conformance.outcomes import METRICS_KEY
+    from k3conformance.run.tally import METRICS_KEY
 
     node: pytest.Item = request.node
     return node.stash.setdefault(METRICS_KEY, {})
@@ -119,7 +90,7 @@ def k3_metrics(request: pytest.FixtureRequest) -> dict[str, float]:
 @pytest.fixture
 def k3_score(request: pytest.FixtureRequest) -> ItemScore:
     """This item's score in an accuracy suite: `add()` one entry per sample."""
-    from k3conformance.outcomes import SCORE_KEY
+    from k3conformance.run.tally import SCORE_KEY
     from k3conformance.scoring.item_score import ItemScore
 
     node: pytest.Item = request.node

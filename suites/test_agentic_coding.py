@@ -23,7 +23,7 @@ from k3conformance.agent.loop import AgentBudget, AgentRun, run_agent
 from k3conformance.agent.tasks import AgentTask, TaskSet, load_tasks
 from k3conformance.agent.tools import TOOLS_BY_NAME, Workspace
 from k3conformance.checks.agentic_coding import check_tool_calls_conform
-from k3conformance.scoring.sandbox import SandboxPool
+from k3conformance.sandbox import SandboxPool
 
 SUITE = "agentic_coding"
 MAX_TOKENS = 65536

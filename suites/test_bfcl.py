@@ -1,6 +1,6 @@
 """BFCL: tool calls on a 200-item subset of the Berkeley Function-Calling Leaderboard
 (`fixtures/bfcl.json`, built by `fixtures/build_bfcl.py`), streamed and not, scored against its
-ground truth. Logic: `k3conformance/checks/bfcl.py` and `k3conformance/scoring/tool_calls.py`.
+ground truth. Logic: `k3conformance/checks/bfcl.py` and `k3conformance/scoring/call_matching.py`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from k3conformance import Probe, ProbeResult, load_fixture
 from k3conformance.checks import bfcl as checks
 from k3conformance.checks.tool_calls import argument_report, parsed_calls
-from k3conformance.scoring.tool_calls import match_ground_truth
+from k3conformance.scoring.call_matching import match_ground_truth
 
 SUITE = "bfcl"
 MODES = ("plain", "stream")

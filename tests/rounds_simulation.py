@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from k3conformance.gate.monitors import MONITOR_ALPHA
-from k3conformance.gate.sequential import ItemVariance, SequentialDesign, design, rounds_design
-from k3conformance.gate.sequential_suite import SequentialSuite
-from k3conformance.gate.statistics import ItemTotals
+from k3conformance.gate.sequential.rule import SequentialSuite
+from k3conformance.stats.group_sequential import ItemVariance, SequentialDesign, design, rounds_design
+from k3conformance.stats.monitors import MONITOR_ALPHA
+from k3conformance.stats.paired import ItemTotals
 
 ALPHA = 0.05
 ITEMS = 41

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import signal, stats
 
-from k3conformance.gate.monitors import RATE_RATIOS, RateMonitor
-from k3conformance.gate.plan import plan_suite, spread_from
-from k3conformance.gate.sequential import SequentialDesign
-from k3conformance.gate.sequential_suite import SequentialSuite
-from k3conformance.gate.statistics import ItemTotals, tango_statistic
+from k3conformance.gate.sequential.plan import plan_suite, spread_from
+from k3conformance.gate.sequential.rule import SequentialSuite
+from k3conformance.stats.group_sequential import SequentialDesign
+from k3conformance.stats.monitors import RATE_RATIOS, RateMonitor
+from k3conformance.stats.paired import ItemTotals, tango_statistic
 
 MARGIN = 0.03
 ALPHA = 0.05

@@ -16,7 +16,7 @@ from k3conformance.reference.answer_key import AnswerKey
 from k3conformance.reference.faults import LOOP_CONTEXT_TOKENS, LOOP_OUTPUT_TOKENS, falls_into_loop, loop_risk
 from k3conformance.reference.profiles import get_profile, profiles_of_kind
 from k3conformance.reference.simulator import Simulator
-from k3conformance.reference.values import Completion, FixtureItem
+from k3conformance.reference.values import FixtureItem, SimulatedTurn
 from k3conformance.scoring.repetition import detect
 
 MODEL = "kimi-k3-simulator"
@@ -37,7 +37,7 @@ def items(suites: frozenset[str]) -> list[FixtureItem]:
     return [item for item in answer_key().items if item.suite in suites and item.graded]
 
 
-def ask(profile: str, item: FixtureItem, seed: int, max_tokens: int = 4096) -> Completion:
+def ask(profile: str, item: FixtureItem, seed: int, max_tokens: int = 4096) -> SimulatedTurn:
     body = {"messages": [{"role": "user", "content": item.prompt}], "seed": seed, "max_tokens": max_tokens}
     return simulator(profile).complete(body)
 

@@ -13,7 +13,7 @@ import pytest
 from k3conformance.agent.isolation import decide
 from k3conformance.agent.tasks import HIDDEN_DIR, AgentTask, load_tasks
 from k3conformance.agent.tools import Workspace, path_problem
-from k3conformance.scoring.sandbox import BUBBLEWRAP, RLIMIT, SandboxPool, sandbox_backend
+from k3conformance.sandbox import BUBBLEWRAP, RLIMIT, SandboxPool, sandbox_backend
 
 TASKS = load_tasks().tasks
 POOL = SandboxPool(2)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from k3conformance.sandbox import ExecutionResult, SandboxPool, run_python
 from k3conformance.scoring.code_solutions import (
     defines_function,
     extract_code,
@@ -17,7 +18,6 @@ from k3conformance.scoring.code_solutions import (
 from k3conformance.scoring.code_solutions import (
     tests_program as build_tests_program,  # not a test
 )
-from k3conformance.scoring.sandbox import ExecutionResult, SandboxPool, run_python
 
 # ---------------------------------------------------------------- extract_code
 

@@ -8,7 +8,7 @@ from statistics import NormalDist
 import pytest
 from scipy import stats
 
-from k3conformance.gate.statistics import FAIL, INCONCLUSIVE, PASS, ItemTotals, compare_rates, compare_scores, holm
+from k3conformance.stats.paired import FAIL, INCONCLUSIVE, PASS, ItemTotals, compare_rates, compare_scores, holm
 
 
 def binary_runs(pattern: list[tuple[int, int]]) -> tuple[dict[str, ItemTotals], dict[str, ItemTotals]]:

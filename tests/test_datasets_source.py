@@ -369,7 +369,7 @@ def _fenced_code(reply: str) -> str:
 
 
 def _run_tests(code: str, tests: list[str]) -> subprocess.CompletedProcess[str]:
-    # Plain exec in a child process with a timeout: the real sandbox is k3conformance.scoring.sandbox.
+    # Plain exec in a child process with a timeout: the real sandbox is k3conformance.sandbox.
     program = code + "\n\n" + "\n\n".join(tests) + "\n"
     return subprocess.run(
         [

@@ -105,8 +105,8 @@ def test_missing_dataset_is_one_clear_message(eval_project: pytest.Pytester, mon
 @pytest.mark.parametrize("name", ["mbpp.jsonl", "openai_humaneval.jsonl"])
 def test_coding_datasets_in_their_own_formats_run(tmp_path: Path, name: str) -> None:
     from k3conformance.datasets.suite_items import load_coding_dataset
+    from k3conformance.sandbox import run_python
     from k3conformance.scoring.code_solutions import humaneval_program, tests_program
-    from k3conformance.scoring.sandbox import run_python
 
     solution = "def add(a, b):\n    return a + b\n"
     if name.startswith("mbpp"):

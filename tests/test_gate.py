@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from k3conformance.cli import main as cli_main
-from k3conformance.endpoint.shapes import get_shape, server_args
-from k3conformance.gate.decision import gate
+from k3conformance.deployment.cookbook import get_shape
+from k3conformance.deployment.shapes import server_args
 from k3conformance.gate.report import markdown_report, text_report
 from k3conformance.gate.settings import GateSettings
+from k3conformance.gate.verdict import judge
 from k3conformance.runs.schema import SchemaError, validate_summary
 from k3conformance.runs.stored import StoredRun
 
@@ -68,13 +69,13 @@ def run(data: dict[str, Any]) -> StoredRun:
 
 
 def test_identical_large_runs_pass() -> None:
-    result = gate(run(summary(items=2000, right=1800)), run(summary(items=2000, right=1800)), GateSettings())
+    result = judge(run(summary(items=2000, right=1800)), run(summary(items=2000, right=1800)), GateSettings())
     assert result.verdict == "PASS" and not result.fails()
     assert result.reasons == []
 
 
 def test_looping_alone_fails_the_gate() -> None:
-    result = gate(
+    result = judge(
         run(summary(items=2000, right=1800)), run(summary(items=2000, right=1800, looping=60)), GateSettings()
     )
     assert result.verdict == "FAIL"
@@ -82,7 +83,7 @@ def test_looping_alone_fails_the_gate() -> None:
 
 
 def test_unfinished_candidate_is_incomplete() -> None:
-    result = gate(
+    result = judge(
         run(summary(items=2000, right=1800)), run(summary(items=2000, right=1800, status="incomplete")), GateSettings()
     )
     assert result.verdict == "INCOMPLETE" and result.fails()
@@ -90,7 +91,7 @@ def test_unfinished_candidate_is_incomplete() -> None:
 
 
 def test_a_fail_outranks_incomplete() -> None:
-    result = gate(run(summary()), run(summary(right=40, status="incomplete")), GateSettings())
+    result = judge(run(summary()), run(summary(right=40, status="incomplete")), GateSettings())
     assert result.verdict == "FAIL"
     assert [reason.split(":")[0] for reason in result.reasons][:2] == ["FAIL", "FAIL"]
 
@@ -98,14 +99,14 @@ def test_a_fail_outranks_incomplete() -> None:
 def test_unknown_shapes_need_agentic_coding_and_math() -> None:
     """vLLM and llama.cpp do not report their launch arguments: the shape may differ."""
     baseline = summary("vllm-tp8", server_shape=None)
-    result = gate(run(baseline), run(summary("vllm-ep8", server_shape=None, suites=("math",))), GateSettings())
+    result = judge(run(baseline), run(summary("vllm-ep8", server_shape=None, suites=("math",))), GateSettings())
     assert result.verdict == "INCOMPLETE"
     assert result.shape is not None and result.shape.missing_suites == ("agentic_coding",)
 
 
 def test_same_shape_candidate_must_still_run_every_suite_the_baseline_scored() -> None:
     """Reproduction (issue 11): this was PASS without the coding suite."""
-    result = gate(
+    result = judge(
         run(summary(items=2000, right=1800)), run(summary(items=2000, right=1800, suites=("math",))), GateSettings()
     )
     assert result.shape is not None and result.shape.differences == []
@@ -115,7 +116,7 @@ def test_same_shape_candidate_must_still_run_every_suite_the_baseline_scored() -
 
 def test_contradicting_shape_label_is_reported() -> None:
     candidate = summary("tp8", server_shape="ep32-megamoe")
-    result = gate(run(summary()), run(candidate), GateSettings())
+    result = judge(run(summary()), run(candidate), GateSettings())
     assert result.shape is not None and result.shape.contradictions
     assert any("but the server reports tp_size=32" in line for line in result.shape.contradictions)
 
@@ -126,19 +127,19 @@ def test_check_regression_and_still_failing_checks() -> None:
         "a[plain]": {"passed": 1, "failed": 3, "excerpts": {"api": "x: [layer: api] expected stop"}},
         "b[plain]": {"passed": 0, "failed": 4},
     }
-    result = gate(run(summary(checks=before)), run(summary(checks=after)), GateSettings())
+    result = judge(run(summary(checks=before)), run(summary(checks=after)), GateSettings())
     assert [(r.suite, r.check) for r in result.regressions] == [("reasoning", "a[plain]")]
     assert result.verdict == "FAIL"
     assert result.regressions[0].excerpt == "x: [layer: api] expected stop"
 
 
 def test_nothing_in_common_is_incomplete() -> None:
-    result = gate(run(summary(suites=("math",))), run(summary(suites=("coding",))), GateSettings())
+    result = judge(run(summary(suites=("math",))), run(summary(suites=("coding",))), GateSettings())
     assert result.verdict == "INCOMPLETE"
 
 
 def test_reports_are_plain_data_and_readable() -> None:
-    result = gate(run(summary()), run(summary(right=60, looping=30)), GateSettings(gate="strict"))
+    result = judge(run(summary()), run(summary(right=60, looping=30)), GateSettings(gate="strict"))
     assert json.loads(json.dumps(result.to_dict()))["verdict"] == "FAIL"
     text = "\n".join(text_report(result))
     assert text.startswith("gate: FAIL") and "min detectable drop" in text and "looping" in text
@@ -149,7 +150,7 @@ def test_reports_are_plain_data_and_readable() -> None:
 def test_simulator_against_real_deployment_is_noted() -> None:
     simulated = summary()
     simulated["simulator"] = True
-    result = gate(run(simulated), run(summary()), GateSettings())
+    result = judge(run(simulated), run(summary()), GateSettings())
     assert any("simulator" in note for note in result.notes)
 
 
@@ -161,7 +162,7 @@ def test_baseline_without_the_required_suites_is_incomplete() -> None:
     checks = {"answer_follows_reasoning[plain]": {"passed": 10, "failed": 0}}
     baseline = summary(suites=(), checks=checks)
     candidate = summary("ep32-megamoe", server_shape="ep32-megamoe", right=40, looping=54, checks=checks)
-    result = gate(run(baseline), run(candidate), GateSettings())
+    result = judge(run(baseline), run(candidate), GateSettings())
     assert result.verdict == "INCOMPLETE" and result.fails()
     assert result.shape is not None and result.shape.missing_in_baseline == ("agentic_coding", "math")
     assert any("the baseline has no agentic_coding suite" in reason for reason in result.reasons)
@@ -170,7 +171,7 @@ def test_baseline_without_the_required_suites_is_incomplete() -> None:
 def test_suite_scored_on_the_baseline_and_not_on_the_candidate_is_incomplete() -> None:
     """Reproduction: this was PASS when the candidate had conformance checks."""
     checks = {"answer_follows_reasoning[plain]": {"passed": 10, "failed": 0}}
-    result = gate(run(summary(checks=checks)), run(summary(suites=(), checks=checks)), GateSettings())
+    result = judge(run(summary(checks=checks)), run(summary(suites=(), checks=checks)), GateSettings())
     assert result.verdict == "INCOMPLETE"
     assert {reason.split(":")[1].strip() for reason in result.reasons} >= {"agentic_coding", "math"}
 
@@ -179,11 +180,11 @@ def test_a_subset_candidate_is_incomplete_unless_the_coverage_allows_it() -> Non
     """Reproduction: a `-k` run of 75 of 177 coding items was gated on the subset."""
     baseline = summary(items=177, right=120)
     candidate = drop_items(summary(items=177, right=120), "agentic_coding", range(75, 177))
-    result = gate(run(baseline), run(candidate), GateSettings())
+    result = judge(run(baseline), run(candidate), GateSettings())
     assert result.verdict == "INCOMPLETE"
     assert result.coverage["agentic_coding"].compared == 75 and result.coverage["agentic_coding"].absent == 102
     assert any("the candidate scored 75 of the baseline's 177 items" in reason for reason in result.reasons)
-    allowed = gate(run(baseline), run(candidate), GateSettings(min_coverage=0.4))
+    allowed = judge(run(baseline), run(candidate), GateSettings(min_coverage=0.4))
     assert allowed.verdict != "INCOMPLETE" and any("102 of the baseline's 177" in note for note in allowed.notes)
 
 
@@ -192,10 +193,10 @@ def test_zero_sample_and_absent_items_are_missing_not_dropped() -> None:
     INCONCLUSIVE, and 100 of 113 items was a PASS with only a note."""
     baseline = summary(items=113, right=77)
     unscored = drop_items(summary(items=113, right=77), "agentic_coding", range(49, 113), keep_entry=True)
-    result = gate(run(baseline), run(unscored), GateSettings())
+    result = judge(run(baseline), run(unscored), GateSettings())
     assert result.verdict == "INCOMPLETE" and result.coverage["agentic_coding"].unscored == 64
     absent = drop_items(summary(items=2000, right=1800), "agentic_coding", range(100, 113))
-    result = gate(run(summary(items=2000, right=1800)), run(absent), GateSettings())
+    result = judge(run(summary(items=2000, right=1800)), run(absent), GateSettings())
     assert result.verdict == "INCOMPLETE" and result.coverage["agentic_coding"].absent == 13
 
 
@@ -204,7 +205,7 @@ def test_an_unanswered_item_is_a_loss_not_a_missing_item() -> None:
     candidate = summary(items=113, right=48, looping=57)
     for entry in list(candidate["suites"]["agentic_coding"]["scores"].values())[56:]:
         entry["no_answer"] = 1
-    result = gate(run(baseline), run(candidate), GateSettings())
+    result = judge(run(baseline), run(candidate), GateSettings())
     assert result.verdict == "FAIL" and result.coverage["agentic_coding"].share == 1.0
 
 
@@ -277,7 +278,7 @@ def test_fail_side_is_holm_adjusted_over_the_whole_gate() -> None:
     suites = tuple(f"suite{index}" for index in range(10))
     baseline = summary(items=113, suites=suites)
     candidate = summary(items=113, suites=suites, looping=5)
-    result = gate(run(baseline), run(candidate), GateSettings())
+    result = judge(run(baseline), run(candidate), GateSettings())
     rates = [result.rates[suite]["looping"] for suite in suites]
     assert all(0.005 < rate.p_value <= 0.05 for rate in rates)
     assert all(rate.verdict != "FAIL" and rate.adjusted_p_value > 0.05 for rate in rates)
@@ -290,7 +291,7 @@ def test_same_width_on_other_hardware_or_stack_is_a_changed_deployment() -> None
     baseline["server_info"]["get_server_info"]["version"] = "0.5.23"
     candidate["server_info"]["get_server_info"]["version"] = "0.5.24"
     candidate["launch"] = {"args": {}, "env": {"SGLANG_K3_KDA_FUSED_BACKEND": "triton"}, "hardware": "MI355X"}
-    result = gate(run(baseline), run(candidate), GateSettings())
+    result = judge(run(baseline), run(candidate), GateSettings())
     assert result.shape is not None and result.shape.missing_suites == ("agentic_coding",)
     (difference,) = result.shape.differences
     assert 'get_server_info.version: "0.5.23" → "0.5.24"' in difference

@@ -20,12 +20,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from k3conformance.endpoint.shapes import SHAPES, server_args
-from k3conformance.gate.decision import gate
+from k3conformance.deployment.cookbook import SHAPES
+from k3conformance.deployment.shapes import server_args
 from k3conformance.gate.settings import GateSettings
-from k3conformance.gate.statistics import FAIL, PASS, ItemTotals, compare_rates, compare_scores, tango_statistic
+from k3conformance.gate.verdict import judge
 from k3conformance.runs.schema import validate_summary
 from k3conformance.runs.stored import StoredRun
+from k3conformance.stats.paired import FAIL, PASS, ItemTotals, compare_rates, compare_scores, tango_statistic
 
 COMPARISONS = 1000
 ITEMS = 113
@@ -242,7 +243,7 @@ def _gate_verdicts(scenario: GateScenario, draws: int) -> Counter[str]:
             )
             for name, suites in zip(("baseline", "candidate"), sides, strict=True)
         ]
-        counts[gate(runs[0], runs[1], GateSettings()).verdict] += 1
+        counts[judge(runs[0], runs[1], GateSettings()).verdict] += 1
     return counts
 
 

@@ -177,7 +177,7 @@ def test_sigterm_handler_lasts_the_session_and_respects_another(pytester: pytest
 
         def test_sigterm_handler():
             module = getattr(signal.getsignal(signal.SIGTERM), "__module__", None)
-            assert (module == "k3conformance.signals") is EXPECT_OURS
+            assert (module == "k3conformance.run.signals") is EXPECT_OURS
         """.replace("EXPECT_OURS", str(earlier == "default"))
     )
 
@@ -201,7 +201,7 @@ def test_sigterm_twice_ends_the_process(tmp_path: Path) -> None:
     script.write_text(
         "import os, signal, time\n"
         "import pytest\n"
-        "from k3conformance.signals import interrupt_on_sigterm\n"
+        "from k3conformance.run.signals import interrupt_on_sigterm\n"
         "class Config:\n"
         "    stash = pytest.Stash()\n"
         "interrupt_on_sigterm(Config())\n"

@@ -24,10 +24,10 @@ from llamacpp_server import SuiteRun, check_name, require_model, run_on_llamacpp
 from run_files import CONFORMANCE_SUITES, REPO, summary_of
 
 from k3conformance.checks.parsers import available_parsers
-from k3conformance.endpoint import llamacpp
-from k3conformance.endpoint.llamacpp import MODEL_ALIAS, PARALLEL_SLOTS
+from k3conformance.deployment import llamacpp_server as llamacpp
+from k3conformance.deployment.llamacpp_server import MODEL_ALIAS, PARALLEL_SLOTS
 from k3conformance.endpoint.preflight import REDACTED, fetch_server_info
-from k3conformance.terminal import describe_server
+from k3conformance.run.terminal import describe_server
 
 # One authored tool-call item of each kind the checks are parametrized over (simple,
 # parallel, named, schema edge case, irrelevance, round trip) and one BFCL item with a

@@ -26,7 +26,7 @@ import pytest
 from llamacpp_server import SuiteRun, check_name, run_on_llamacpp, unscored_outcomes
 from run_files import summary_of
 
-from k3conformance.endpoint.llamacpp import K3_NO_REASONING_SETTINGS, K3_SETTINGS, MODEL_ALIAS
+from k3conformance.deployment.llamacpp_server import K3_NO_REASONING_SETTINGS, K3_SETTINGS, MODEL_ALIAS
 
 SHAPE = "llamacpp-smollm2-k3"
 # One item: SmolLM2 ends its thinking on this one (on others it thinks to the token budget,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from k3conformance.checks.markup import find_markup
+from k3conformance.xtml.markup import find_markup
 
 CORPUS = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "markup" / "corpus.json").read_text())["items"]
 

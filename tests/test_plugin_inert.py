@@ -10,7 +10,7 @@ UNRELATED_TESTS = """
 import signal
 import sys
 
-HEAVY = ("numpy", "scipy", "jsonschema", "openai", "k3conformance.hooks", "k3conformance.session")
+HEAVY = ("numpy", "scipy", "jsonschema", "openai", "k3conformance.run.hooks", "k3conformance.run.state")
 
 
 def test_sigterm_is_left_alone():

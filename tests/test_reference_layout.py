@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from k3conformance.checks.markup import xtml_tool_call
 from k3conformance.reference import catalogue
 from k3conformance.reference.profiles import PROFILES
+from k3conformance.xtml.markup import xtml_tool_call
 
 REFERENCE = Path(__file__).resolve().parents[1] / "k3conformance" / "reference"
 # These four used to import one another (some under TYPE_CHECKING); now they share values.py.

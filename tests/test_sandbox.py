@@ -1,4 +1,4 @@
-"""The sandbox (k3conformance.scoring.sandbox) against hostile programs, on every backend this
+"""The sandbox (k3conformance.sandbox) against hostile programs, on every backend this
 machine can run: each program is contained, scored as a failure with a clear reason, and
 the test process carries on."""
 
@@ -19,9 +19,11 @@ from pathlib import Path
 import pytest
 from run_files import REPO
 
-from k3conformance.scoring import sandbox
-from k3conformance.scoring.sandbox import (
+from k3conformance.sandbox import (
     BACKENDS,
+    BUBBLEWRAP,
+    OUTPUT_TAIL_CHARS,
+    RLIMIT,
     SandboxLimits,
     SandboxPool,
     SandboxUnavailable,
@@ -29,6 +31,7 @@ from k3conformance.scoring.sandbox import (
     run_python,
     sandbox_backend,
 )
+from k3conformance.sandbox import backends as sandbox_backends
 
 # Small limits keep the runaway cases short; they are not what the suites use.
 QUICK = SandboxLimits(cpu_seconds=2, wall_seconds=6)
@@ -152,14 +155,14 @@ def test_a_huge_output_is_cut_and_fails(backend: str) -> None:
     result = run_python("for _ in range(1000):\n    print('x' * 10**6)\n", backend=backend)
     assert not result.passed
     assert result.reason == "output limit exceeded (stdout over 1 MiB)"
-    assert len(result.stdout_excerpt) <= sandbox.OUTPUT_TAIL_CHARS
+    assert len(result.stdout_excerpt) <= OUTPUT_TAIL_CHARS
     assert time.monotonic() - started < 10
 
 
 def test_a_flood_on_stderr_is_cut_too(backend: str) -> None:
     result = run_python("import sys\nwhile True:\n    sys.stderr.write('y' * 4096)\n", limits=QUICK, backend=backend)
     assert result.reason == "output limit exceeded (stderr over 1 MiB)"
-    assert len(result.stderr_excerpt) <= sandbox.OUTPUT_TAIL_CHARS
+    assert len(result.stderr_excerpt) <= OUTPUT_TAIL_CHARS
 
 
 def test_a_huge_file_hits_the_file_size_limit(backend: str) -> None:
@@ -251,7 +254,7 @@ def test_no_network_connection_to_the_host(backend: str, listening_socket: socke
 
 
 def test_signalling_the_parent_does_not_hurt_the_test_process(backend: str) -> None:
-    if backend == sandbox.RLIMIT and os.geteuid() != 0:
+    if backend == RLIMIT and os.geteuid() != 0:
         pytest.skip("the rlimit backend runs as the invoking user unless root, so it can signal us")
     program = (
         "import os, signal\n"
@@ -323,21 +326,21 @@ def test_limits_must_be_positive() -> None:
 
 @pytest.fixture
 def fresh_probes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sandbox, "_probed", {})
-    sandbox._bwrap_version.cache_clear()
+    monkeypatch.setattr(sandbox_backends, "_probed", {})
+    sandbox_backends._bwrap_version.cache_clear()
 
 
 @pytest.mark.usefixtures("fresh_probes")
 def test_without_bwrap_the_fallback_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sandbox, "_bwrap_path", lambda: None)
-    if backend_info(sandbox.RLIMIT).problem is not None:
-        pytest.skip(f"the rlimit backend does not work here: {backend_info(sandbox.RLIMIT).problem}")
+    monkeypatch.setattr(sandbox_backends, "_bwrap_path", lambda: None)
+    if backend_info(RLIMIT).problem is not None:
+        pytest.skip(f"the rlimit backend does not work here: {backend_info(RLIMIT).problem}")
     name, notice = sandbox_backend()
-    assert name == sandbox.RLIMIT
+    assert name == RLIMIT
     assert notice.startswith("rlimit fallback (bwrap not installed): ")
     with pytest.raises(SandboxUnavailable, match="bwrap not installed"):
-        run_python("pass", backend=sandbox.BUBBLEWRAP)
-    assert run_python("pass").backend == sandbox.RLIMIT
+        run_python("pass", backend=BUBBLEWRAP)
+    assert run_python("pass").backend == RLIMIT
 
 
 @pytest.mark.usefixtures("fresh_probes")
@@ -351,12 +354,12 @@ def test_a_bwrap_that_fails_its_probe_is_not_used(tmp_path: Path, monkeypatch: p
     )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    info = backend_info(sandbox.BUBBLEWRAP)
+    info = backend_info(BUBBLEWRAP)
     assert info.problem is not None
     assert info.problem.startswith(
         "bwrap 9.9.9 failed its probe: bubblewrap did not start the sandbox: bwrap: setting up uid map"
     )
-    if backend_info(sandbox.RLIMIT).problem is None:
+    if backend_info(RLIMIT).problem is None:
         assert sandbox_backend()[1].startswith("rlimit fallback (bwrap 9.9.9 failed its probe")
 
 

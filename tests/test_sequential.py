@@ -9,10 +9,11 @@ import random
 import pytest
 from sequential_simulation import exact_crossings
 
-from k3conformance.gate.look_chart import look_chart
-from k3conformance.gate.monitors import AccuracyMonitor, RateMonitor
-from k3conformance.gate.plan import ASSUMED_DISCORDANCE, plan_lines, plan_suite, spread_from
-from k3conformance.gate.sequential import (
+from k3conformance.gate.sequential.chart import look_chart
+from k3conformance.gate.sequential.plan import ASSUMED_DISCORDANCE, plan_lines, plan_suite, spread_from
+from k3conformance.gate.sequential.rule import BY_LOOK, BY_LOOPING, SequentialSuite
+from k3conformance.gate.sequential.state import monitored_floor
+from k3conformance.stats.group_sequential import (
     crossing_probabilities,
     design,
     evaluate_look,
@@ -20,9 +21,8 @@ from k3conformance.gate.sequential import (
     obrien_fleming_spent,
     spending_bounds,
 )
-from k3conformance.gate.sequential_run import monitored_floor
-from k3conformance.gate.sequential_suite import BY_LOOK, BY_LOOPING, SequentialSuite
-from k3conformance.gate.statistics import FAIL, INCONCLUSIVE, PASS, ItemTotals, tango_statistic
+from k3conformance.stats.monitors import AccuracyMonitor, RateMonitor
+from k3conformance.stats.paired import FAIL, INCONCLUSIVE, PASS, ItemTotals, tango_statistic
 
 FIVE = [0.2, 0.4, 0.6, 0.8, 1.0]
 
@@ -224,7 +224,7 @@ def test_a_plan_matches_the_fixed_size_figures_and_caps_at_the_items_there_are()
 
 def test_a_suite_that_cannot_be_planned_runs_fixed_size() -> None:
 
-    from k3conformance.gate.sequential_run import SequentialRun, committed_order
+    from k3conformance.gate.sequential.state import SequentialRun, committed_order
     from k3conformance.gate.settings import GateSettings
     from k3conformance.runs.stored import StoredRun
 
@@ -244,7 +244,7 @@ def test_a_suite_that_cannot_be_planned_runs_fixed_size() -> None:
 
 
 def test_the_committed_order_holds_every_kind_in_proportion_at_every_prefix() -> None:
-    from k3conformance.gate.sequential_run import committed_order
+    from k3conformance.gate.sequential.state import committed_order
 
     # The agentic suite's mix: 35 bug fixes, 10 features, 10 refactors, 5 modules.
     counts = {"bugfix": 35, "feature": 10, "refactor": 10, "spec": 5}
@@ -296,7 +296,7 @@ def test_the_look_chart_draws_each_look_against_its_bounds() -> None:
 
 
 def test_a_sequential_block_that_is_not_a_table_of_suites_is_replayed_to_nothing() -> None:
-    from k3conformance.gate.sequential_replay import replay_sequential
+    from k3conformance.gate.sequential.replay import replay_sequential
     from k3conformance.gate.settings import GateSettings
     from k3conformance.runs.stored import StoredRun
 

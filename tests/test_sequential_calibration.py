@@ -1,4 +1,4 @@
-"""Calibration of the sequential gate (k3conformance/gate/sequential_suite.py): seeded synthetic
+"""Calibration of the sequential gate (k3conformance/gate/sequential/rule.py): seeded synthetic
 paired comparisons of binary items, run item by item through the same SequentialSuite the
 runner uses, at 68.1% baseline accuracy, margin 3 points, α 0.05 (the FAIL side's looks
 spend 0.045 and the always-valid accuracy monitor 0.005).
@@ -18,8 +18,8 @@ import statistics
 import pytest
 from sequential_simulation import DESIGN, Scenario, draw_pair, monitor_stops, run
 
-from k3conformance.gate.monitors import AccuracyMonitor
-from k3conformance.gate.statistics import FAIL, PASS
+from k3conformance.stats.monitors import AccuracyMonitor
+from k3conformance.stats.paired import FAIL, PASS
 
 ALPHA = 0.05
 MARGIN = 0.03
@@ -171,8 +171,8 @@ def test_an_order_stratified_by_kind_stops_the_looping_suite_within_the_first_lo
     25 features, refactors and modules; none of 35 bug fixes). The committed order stratified by
     kind puts about 5 long-output tasks in every 12, so the looping monitor stops within the
     first look (item 12) more often than after a plain shuffle, which can leave them late."""
-    from k3conformance.gate.monitors import RateMonitor
-    from k3conformance.gate.sequential_run import committed_order
+    from k3conformance.gate.sequential.state import committed_order
+    from k3conformance.stats.monitors import RateMonitor
 
     mix = {"bugfix": (35, 0), "feature": (10, 9), "refactor": (10, 9), "spec": (5, 3)}
     kinds = {f"{kind}-{index}": kind for kind, (count, _) in mix.items() for index in range(count)}

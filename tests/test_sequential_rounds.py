@@ -1,4 +1,4 @@
-"""Rounds of samples per item in the sequential gate (k3conformance/gate/sequential.py rounds_design,
+"""Rounds of samples per item in the sequential gate (k3conformance/stats/group_sequential.py rounds_design,
 SequentialSuite.add_round): the covariance claim the bounds rest on, the design's shape, and the
 calibration of the rule with rounds (tests/rounds_simulation.py; the README's rounds table is these
 figures). Error rates are asserted with a Monte-Carlo allowance of two standard errors above α."""
@@ -12,16 +12,16 @@ import numpy as np
 import pytest
 from rounds_simulation import ALPHA, ITEMS, ROUNDS, RoundsScenario, item_design, run_rounds, scenario_design
 
-from k3conformance.gate.look_chart import look_chart
-from k3conformance.gate.sequential import ItemVariance, round_fractions, rounds_design
-from k3conformance.gate.sequential_replay import _design_of
-from k3conformance.gate.sequential_run import SequentialRun
-from k3conformance.gate.sequential_suite import SequentialSuite
+from k3conformance.gate.sequential.chart import look_chart
+from k3conformance.gate.sequential.replay import _design_of
+from k3conformance.gate.sequential.rule import SequentialSuite
+from k3conformance.gate.sequential.state import SequentialRun
 from k3conformance.gate.settings import GateSettings
-from k3conformance.gate.statistics import FAIL, INCONCLUSIVE, PASS, ItemTotals
 from k3conformance.options import sample_rounds_list
 from k3conformance.runs.stored import StoredRun
 from k3conformance.scoring.item_score import ItemScore
+from k3conformance.stats.group_sequential import ItemVariance, round_fractions, rounds_design
+from k3conformance.stats.paired import FAIL, INCONCLUSIVE, PASS, ItemTotals
 
 MARGIN = 0.10
 COMPARISONS = 1000

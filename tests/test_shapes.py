@@ -11,23 +11,15 @@ from typing import Any
 
 import pytest
 
-from k3conformance.endpoint.launch import SGLANG_DEFAULTS, LaunchFileError, merged_server_args, read_launch_file
-from k3conformance.endpoint.shapes import (
-    SHAPES,
-    ShapeSettings,
-    contradictions,
-    describe,
-    get_shape,
-    run_shape_settings,
-    server_args,
-    settings_from_server_info,
-)
+from k3conformance.deployment.cookbook import SHAPES, contradictions, get_shape, run_shape_settings
+from k3conformance.deployment.launch import SGLANG_DEFAULTS, LaunchFileError, merged_server_args, read_launch_file
+from k3conformance.deployment.shapes import ShapeSettings, describe, server_args, settings_from_server_info
 from k3conformance.gate.policy import (
     REQUIRED_SUITES,
     deployment_differences,
     deployment_identity,
     material_differences,
-    policy,
+    shape_policy,
 )
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -160,12 +152,12 @@ def test_describe_is_compact() -> None:
 def test_tp8_against_itself_is_the_same_shape() -> None:
     tp8 = SHAPES["tp8"].settings
     assert material_differences(tp8, tp8) == []
-    assert policy(tp8, tp8).differs == [] and policy(tp8, tp8).required_suites == ()
+    assert shape_policy(tp8, tp8).differs == [] and shape_policy(tp8, tp8).required_suites == ()
 
 
 @pytest.mark.parametrize("name", sorted(set(SHAPES) - {"tp8"}))
 def test_tp8_against_every_other_shape_differs(name: str) -> None:
-    decided = policy(SHAPES["tp8"].settings, SHAPES[name].settings)
+    decided = shape_policy(SHAPES["tp8"].settings, SHAPES[name].settings)
     assert decided.differs, name
     assert decided.required_suites == REQUIRED_SUITES == ("agentic_coding", "math")
 
@@ -199,7 +191,7 @@ def test_unknown_shapes_are_treated_as_different() -> None:
     for baseline, candidate in ((tp8, None), (None, tp8), (None, None)):
         reasons = material_differences(baseline, candidate)
         assert len(reasons) == 1 and "could not be determined" in reasons[0]
-        assert policy(baseline, candidate).required_suites == REQUIRED_SUITES
+        assert shape_policy(baseline, candidate).required_suites == REQUIRED_SUITES
     # A server that reports only its TP width: everything else is unknown, so not "the same".
     partial = settings_from_server_info({"get_server_info": {"tp_size": 8}})
     assert partial == ShapeSettings(tp=8)
@@ -365,7 +357,7 @@ def test_launch_file_secrets_are_redacted(tmp_path: Path) -> None:
 def test_equal_gpu_counts_with_other_kernels_are_different_deployments(before: str, after: str, reason: str) -> None:
     baseline, candidate = SHAPES[before], SHAPES[after]
     assert baseline.gpus == candidate.gpus
-    verdict = policy(baseline.settings, candidate.settings)
+    verdict = shape_policy(baseline.settings, candidate.settings)
     assert reason in verdict.differs and verdict.required_suites == REQUIRED_SUITES
 
 
@@ -373,11 +365,11 @@ def test_same_settings_on_other_hardware_are_different_deployments() -> None:
     # H200 and H100 run the cookbook's TP32/EP32 with identical flags: only the recorded hardware differs.
     h200, h100 = SHAPES["tp32-ep32"], SHAPES["h100-tp32-ep32"]
     assert h200.settings == h100.settings and h200.gpus == h100.gpus
-    assert policy(h200.settings, h100.settings).differs == []
+    assert shape_policy(h200.settings, h100.settings).differs == []
     identities = [
         deployment_identity({"get_server_info": server_args(shape)}, {"hardware": shape.hardware})
         for shape in (h200, h100)
     ]
     other = deployment_differences(*identities)
     assert other == ['deployment: launch.hardware: "H200 4×8" → "H100 4×8"']
-    assert policy(h200.settings, h100.settings, other).required_suites == REQUIRED_SUITES
+    assert shape_policy(h200.settings, h100.settings, other).required_suites == REQUIRED_SUITES

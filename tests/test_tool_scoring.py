@@ -1,4 +1,4 @@
-"""Tool-call scoring (k3conformance.scoring.tool_calls) and the tool-call fixtures it scores against:
+"""Tool-call scoring (k3conformance.scoring.call_matching) and the tool-call fixtures it scores against:
 fixtures/tool_calls.json (authored) and fixtures/bfcl.json (built from BFCL by build_bfcl.py)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from jsonschema import Draft202012Validator, SchemaError
 
 from k3conformance.datasets.bundled import load_fixture
 from k3conformance.reference import AnswerKey, Simulator, get_profile
-from k3conformance.scoring.tool_calls import (
+from k3conformance.scoring.call_matching import (
     MatchResult,
     SchemaAccuracy,
     TriggerCounts,

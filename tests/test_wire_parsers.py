@@ -21,14 +21,14 @@ from k3conformance.checks.failures import ConformanceFailure
 from k3conformance.checks.parsers import check_parser_reads_case, corpus_path, load_corpus
 from k3conformance.cli import main
 from k3conformance.reference import faults as fault_hooks
-from k3conformance.reference.parsers import Parsed, ParserSettings, ParserUnavailable, WireParser, make_parser
 from k3conformance.reference.profiles import get_profile
-from k3conformance.reference.raw_output import render, token_pieces
-from k3conformance.reference.values import Completion, ToolCall
+from k3conformance.reference.values import SimulatedTurn, ToolCall
 from k3conformance.reference.wire import completion_object, stream_frames
+from k3conformance.xtml.parsers import Parsed, ParserSettings, ParserUnavailable, WireParser, make_parser
+from k3conformance.xtml.writer import render, token_pieces
 
-ANSWER = Completion("Let me think <|x about it <", "Paris is <b>big</b> & |x| < 3.", (), "stop", 5, 20, 8)
-CALLS = Completion(
+ANSWER = SimulatedTurn("Let me think <|x about it <", "Paris is <b>big</b> & |x| < 3.", (), "stop", 5, 20, 8)
+CALLS = SimulatedTurn(
     "The user wants weather.",
     None,
     (
@@ -42,9 +42,9 @@ CALLS = Completion(
     40,
     4,
 )
-CUT_IN_THINKING = Completion("Half a thought", "", (), "length", 5, 3, 3)
-CUT_IN_ANSWER = Completion("A thought.", "Half an ans", (), "length", 5, 5, 2)
-NO_THINKING = Completion("", "Just the answer.", (), "stop", 5, 3, 0)
+CUT_IN_THINKING = SimulatedTurn("Half a thought", "", (), "length", 5, 3, 3)
+CUT_IN_ANSWER = SimulatedTurn("A thought.", "Half an ans", (), "length", 5, 5, 2)
+NO_THINKING = SimulatedTurn("", "Just the answer.", (), "stop", 5, 3, 0)
 CASES = {
     "answer": ANSWER,
     "calls": CALLS,
@@ -54,7 +54,7 @@ CASES = {
 }
 
 
-def expected(completion: Completion) -> Parsed:
+def expected(completion: SimulatedTurn) -> Parsed:
     calls = tuple((call.name, json.loads(call.arguments)) for call in completion.tool_calls)
     return Parsed(completion.reasoning, completion.content or "", calls)  # type: ignore[arg-type]
 
@@ -129,7 +129,7 @@ def test_token_pieces_are_seeded_and_split_every_marker_everywhere() -> None:
     marker = "<|close|>think<|sep|>"
     cuts_inside: set[int] = set()
     for sample in range(300):
-        raw = render(Completion(f"Thought number {sample}.", "Yes.", (), "stop", 1, 1, 1))
+        raw = render(SimulatedTurn(f"Thought number {sample}.", "Yes.", (), "stop", 1, 1, 1))
         start = raw.index(marker)
         offset = 0
         for piece in token_pieces(raw):
@@ -182,7 +182,7 @@ def test_real_parsers_do_not_pretend_to_have_our_bugs(parser_name: str) -> None:
 
 
 def test_without_vllm_the_vllm_parser_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from k3conformance.reference.parsers import vllm as vllm_adapter
+    from k3conformance.xtml.parsers import vllm as vllm_adapter
 
     vllm_adapter._vllm.cache_clear()
     # None in sys.modules is what an import finds when the package is not installed.
@@ -196,7 +196,7 @@ def test_without_vllm_the_vllm_parser_says_how_to_install_it(monkeypatch: pytest
 
 
 def test_a_piece_ending_inside_a_special_token_is_held_until_the_token_is_whole() -> None:
-    from k3conformance.reference.parsers.vllm import _partial_special_token_length
+    from k3conformance.xtml.parsers.vllm import _partial_special_token_length
 
     assert [_partial_special_token_length(text) for text in ("a<", "a<|", "a<|clo", "a<|sep|", "a<|sep|>")] == [
         1,
@@ -235,7 +235,7 @@ def test_without_its_reasoning_parser_vllm_drops_the_think_block_whole_and_leaks
     )
 
 
-def reference_stream(completion: Completion, parser: WireParser, *, parse_tools: bool) -> list[str]:
+def reference_stream(completion: SimulatedTurn, parser: WireParser, *, parse_tools: bool) -> list[str]:
     """The SSE frames of the reference server's stream of `completion`, read by `parser`."""
     return list(
         stream_frames(
@@ -251,7 +251,7 @@ def reference_stream(completion: Completion, parser: WireParser, *, parse_tools:
     )
 
 
-def vllm_stream_deltas(completion: Completion, parser: WireParser, *, parse_tools: bool) -> list[dict[str, Any]]:
+def vllm_stream_deltas(completion: SimulatedTurn, parser: WireParser, *, parse_tools: bool) -> list[dict[str, Any]]:
     """The deltas of the reference server's stream of `completion`, read by `parser`."""
     frames = reference_stream(completion, parser, parse_tools=parse_tools)
     chunks = [json.loads(frame.removeprefix("data: ")) for frame in frames if frame != "data: [DONE]\n\n"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from k3conformance.scoring.sandbox import BUBBLEWRAP, SandboxUnavailable, sandbox_backend
+from k3conformance.sandbox import BUBBLEWRAP, SandboxUnavailable, sandbox_backend
 
 OPT_IN_FLAG = "--k3-agent-unisolated"
 

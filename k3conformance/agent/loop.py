@@ -23,11 +23,11 @@ from typing import Any
 
 from k3conformance.agent.tasks import AgentTask
 from k3conformance.agent.tools import FINISH, TOOL_SPECS, TOOLS_BY_NAME, Workspace
-from k3conformance.checks.markup import find_markup
 from k3conformance.endpoint.completion import Completion
 from k3conformance.probes.probe import Exchange
+from k3conformance.scoring.call_matching import parse_arguments, schema_errors
 from k3conformance.scoring.repetition import detect_output
-from k3conformance.scoring.tool_calls import parse_arguments, schema_errors
+from k3conformance.xtml.markup import find_markup
 
 SYSTEM_PROMPT = (
     "You are a careful software engineer working in a small Python repository through tools. Read what you "

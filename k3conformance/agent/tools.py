@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from k3conformance.agent.tasks import HIDDEN_DIR
-from k3conformance.scoring.sandbox import ExecutionResult, SandboxLimits, SandboxPool
+from k3conformance.sandbox import ExecutionResult, SandboxLimits, SandboxPool
 
 REPO_DIR = "repo"
 OUTPUT_FILE = "tool-output.txt"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from k3conformance.checks.failures import expect
 from k3conformance.checks.tool_calls import blame, check_no_calls
 from k3conformance.endpoint.completion import Completion
-from k3conformance.scoring.tool_calls import MatchResult
+from k3conformance.scoring.call_matching import MatchResult
 
 
 def check_calls_match_ground_truth(

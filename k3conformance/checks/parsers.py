@@ -17,7 +17,7 @@ from typing import Any
 
 from k3conformance.checks.failures import expect
 from k3conformance.datasets.bundled import fixtures_dir
-from k3conformance.reference.parsers import (
+from k3conformance.xtml.parsers import (
     PARSER_NAMES,
     Parsed,
     ParseRefused,
@@ -25,8 +25,8 @@ from k3conformance.reference.parsers import (
     WireParser,
     make_parser,
 )
-from k3conformance.reference.parsers.llamacpp import LlamaCppParser
-from k3conformance.reference.raw_output import token_pieces
+from k3conformance.xtml.parsers.llamacpp import LlamaCppParser
+from k3conformance.xtml.writer import token_pieces
 
 # whole: one parse of the complete output. stream: the reference's seeded tokenizer-like steps.
 # chars: one character per step, so every marker is split at every position.

@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from k3conformance.checks.failures import expect
-from k3conformance.checks.markup import find_markup
-from k3conformance.checks.significance import permutation_p_greater
 from k3conformance.endpoint.completion import FINISH_REASONS, Completion, StreamStats
 from k3conformance.formatting import excerpt
+from k3conformance.stats.exact import permutation_p_greater
+from k3conformance.xtml.markup import find_markup
 
 STRICT_FIELD = "reasoning_content"
 EFFORT_ALPHA = 0.05

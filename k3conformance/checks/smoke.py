@@ -9,9 +9,9 @@ answer are not part of the reply's meaning and are dropped before comparing.
 from __future__ import annotations
 
 from k3conformance.checks.failures import check_stopped, expect
-from k3conformance.checks.markup import find_markup
 from k3conformance.endpoint.completion import Completion
 from k3conformance.formatting import excerpt
+from k3conformance.xtml.markup import find_markup
 
 # Wrapping a one-word answer may get: "**42**", "`pong`", "Paris.", "\"Paris\"".
 _WRAPPING = " \t\r\n*_`'\"“”‘’.!。！"

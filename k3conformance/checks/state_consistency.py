@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from k3conformance.checks.failures import expect
-from k3conformance.checks.significance import binomial_p_at_least
+from k3conformance.stats.exact import binomial_p_at_least
 
 ALPHA = 0.05
 

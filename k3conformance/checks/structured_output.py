@@ -10,9 +10,9 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from k3conformance.checks.failures import check_stopped, expect
-from k3conformance.checks.markup import find_markup
 from k3conformance.endpoint.completion import Completion
 from k3conformance.formatting import excerpt
+from k3conformance.xtml.markup import find_markup
 
 
 def check_response_format_json_schema(completion: Completion, schema: Mapping[str, Any], mode: str) -> None:

@@ -16,12 +16,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from k3conformance.checks.failures import K3ConformanceWarning, Layer, expect
-from k3conformance.checks.markup import find_markup
-from k3conformance.checks.significance import binomial_p_at_least
 from k3conformance.endpoint.completion import Completion
 from k3conformance.endpoint.errors import RequestError
 from k3conformance.formatting import excerpt
-from k3conformance.scoring.tool_calls import Call, expected_calls_match, parse_arguments, schema_errors
+from k3conformance.scoring.call_matching import Call, expected_calls_match, parse_arguments, schema_errors
+from k3conformance.stats.exact import binomial_p_at_least
+from k3conformance.xtml.markup import find_markup
 
 # Tool-call arguments that arrive whole after this long a silence earn a warning: both K3
 # parsers emit a call once its block closes (vLLM issue 50604), which agents must tolerate.

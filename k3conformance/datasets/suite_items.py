@@ -9,12 +9,14 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
-from k3conformance.datasets.bundled import load_fixture
+from k3conformance.datasets.bundled import HUMANEVAL, load_fixture
 from k3conformance.datasets.prompt_token_cases import load_prompt_token_cases
 from k3conformance.datasets.sources import (
     DatasetUnavailable,
@@ -23,9 +25,23 @@ from k3conformance.datasets.sources import (
     load_dataset_items,
     parse_dataset_spec,
 )
-from k3conformance.options import HUMANEVAL, Settings
 
-__all__ = ["DatasetUnavailable", "check_datasets", "load_coding_items", "load_math_items"]
+__all__ = ["DatasetOptions", "DatasetUnavailable", "check_datasets", "load_coding_items", "load_math_items"]
+
+
+class DatasetOptions(Protocol):
+    """The options that choose the items (`options.Settings` has them): data sits below the options."""
+
+    @property
+    def math_dataset(self) -> Sequence[str]: ...
+    @property
+    def coding_dataset(self) -> Sequence[str]: ...
+    @property
+    def limit(self) -> int | None: ...
+    @property
+    def prompt_token_cases(self) -> Path | None: ...
+    # The items are loaded once per distinct choice.
+    def __hash__(self) -> int: ...
 
 
 # Coding tasks from a file or the Hub: id, prompt, plain-assert tests and the function name
@@ -71,7 +87,7 @@ class CodingDataset:
 
 
 @cache
-def load_math_items(settings: Settings) -> tuple[LoadedDataset, ...]:
+def load_math_items(settings: DatasetOptions) -> tuple[LoadedDataset, ...]:
     return tuple(
         load_dataset_items(parse_dataset_spec(spec), limit=settings.limit, option="--k3-math-dataset")
         for spec in settings.math_dataset
@@ -79,7 +95,7 @@ def load_math_items(settings: Settings) -> tuple[LoadedDataset, ...]:
 
 
 @cache
-def load_coding_items(settings: Settings) -> tuple[CodingDataset, ...]:
+def load_coding_items(settings: DatasetOptions) -> tuple[CodingDataset, ...]:
     datasets = []
     for spec in settings.coding_dataset:
         dataset = _humaneval() if spec == HUMANEVAL else load_coding_dataset(spec, settings.limit)
@@ -133,7 +149,7 @@ def _test_source(tests: str | list[str]) -> str:
     return tests if isinstance(tests, str) else "\n".join(tests)
 
 
-def check_datasets(settings: Settings) -> dict[str, dict[str, str]]:
+def check_datasets(settings: DatasetOptions) -> dict[str, dict[str, str]]:
     """Load every configured dataset now; raises DatasetUnavailable with the message to show.
     Returns, per suite, each dataset's name and content hash (as run summaries record them)."""
     if settings.prompt_token_cases is not None:

@@ -9,7 +9,7 @@ failed and what to do.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 import aiohttp
@@ -19,19 +19,29 @@ from k3conformance.endpoint.errors import EndpointError
 from k3conformance.endpoint.reference_process import ReferenceProcess
 from k3conformance.endpoint.resolved import ResolvedEndpoint
 from k3conformance.endpoint.url import (
-    is_reference,
-    parse_reference_profile,
     server_root,
     split_credentials,
     strip_credentials,
 )
-from k3conformance.options import Settings
 
 PREFLIGHT_TIMEOUT_S = 30.0
 SERVER_INFO_TIMEOUT_S = 10.0
 # SGLang's server_info echoes its own arguments, `api_key` among them.
 _SECRET_KEY = re.compile(r"key|token|secret|password|passwd|credential|auth", re.IGNORECASE)
 REDACTED = "<redacted>"
+
+
+class EndpointOptions(Protocol):
+    """The options the preflight reads (`options.Settings` has them): the endpoint sits below the options."""
+
+    @property
+    def endpoint(self) -> str: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def api_key(self) -> str | None: ...
+    @property
+    def retries(self) -> int: ...
 
 
 def redact_secrets(value: Any, known: tuple[str, ...] = ()) -> Any:
@@ -54,7 +64,7 @@ def redact_secrets(value: Any, known: tuple[str, ...] = ()) -> Any:
     return value
 
 
-async def preflight(settings: Settings, base_url: str) -> ResolvedEndpoint:
+async def preflight(settings: EndpointOptions, base_url: str) -> ResolvedEndpoint:
     display = strip_credentials(base_url)
     # user:password in the URL travel as a header, so that no log line shows them.
     plain_url, url_auth = split_credentials(base_url)
@@ -86,7 +96,7 @@ def _says_simulator(info: dict[str, Any], served: list[dict[str, Any]]) -> bool:
     return reported or any("simulator" in str(entry.get("owned_by", "")) for entry in served)
 
 
-async def _served_models(client: openai.AsyncOpenAI, display: str, settings: Settings) -> list[dict[str, Any]]:
+async def _served_models(client: openai.AsyncOpenAI, display: str, settings: EndpointOptions) -> list[dict[str, Any]]:
     tried = f"GET {display}/models"
     try:
         page = await client.models.list()
@@ -156,14 +166,14 @@ async def fetch_server_info(base_url: str, api_key: str | None) -> dict[str, Any
     return found
 
 
-def start_endpoint(settings: Settings, loop_run: Any) -> tuple[ResolvedEndpoint, ReferenceProcess | None]:
-    """Start the reference deployment if asked for, then preflight. `loop_run` runs a
-    coroutine to completion on the plugin's background loop."""
+def start_endpoint(
+    settings: EndpointOptions, loop_run: Any, profile: str | None
+) -> tuple[ResolvedEndpoint, ReferenceProcess | None]:
+    """Start the reference deployment serving `profile` (a checked profile name, None for a real
+    endpoint), then preflight. `loop_run` runs a coroutine to completion on the plugin's background loop."""
     reference: ReferenceProcess | None = None
     base_url = settings.endpoint
-    profile: str | None = None
-    if is_reference(settings.endpoint):
-        profile = parse_reference_profile(settings.endpoint)
+    if profile is not None:
         reference = ReferenceProcess(profile)
         base_url = reference.url
     try:

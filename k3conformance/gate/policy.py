@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from k3conformance.endpoint.shapes import ATTN_DP_SIZE, SERVER_ARG_NAMES, WIDTH_FIELDS, ShapeSettings, width_of
+from k3conformance.deployment.shapes import ATTN_DP_SIZE, SERVER_ARG_NAMES, WIDTH_FIELDS, ShapeSettings, width_of
 
 # Both suites must have run on both sides of a changed deployment: the layout and kernel
 # regressions on record show in long outputs (DeepSWE, 34K-token prompts) while math stays fine.
@@ -154,7 +154,7 @@ def deployment_differences(baseline: Mapping[str, str] | None, candidate: Mappin
     return [f"deployment: {shown}" + (f"; and {rest} more" if rest > 0 else "")]
 
 
-def policy(
+def shape_policy(
     baseline: ShapeSettings | None, candidate: ShapeSettings | None, other_differences: Sequence[str] = ()
 ) -> ShapePolicy:
     differs = material_differences(baseline, candidate) + list(other_differences)

@@ -11,10 +11,10 @@ from typing import Any
 from tabulate import tabulate
 
 from k3conformance.formatting import percent
-from k3conformance.gate.decision import GateResult
-from k3conformance.gate.look_chart import look_charts
-from k3conformance.gate.statistics import FAIL, INCONCLUSIVE, ScoreComparison
+from k3conformance.gate.sequential.chart import look_charts
+from k3conformance.gate.verdict import GateResult
 from k3conformance.runs.records import write_json_atomic
+from k3conformance.stats.paired import FAIL, INCONCLUSIVE, ScoreComparison
 
 GATE_JSON = "gate.json"
 GATE_MARKDOWN = "gate.md"

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from k3conformance.reference.profiles import PROFILES, get_profile
     from k3conformance.reference.server import RunningServer, serve, start_in_thread
     from k3conformance.reference.simulator import Simulator
-    from k3conformance.reference.values import Completion, InvalidRequest, Profile, ToolCall
+    from k3conformance.reference.values import InvalidRequest, Profile, SimulatedTurn, ToolCall
 
 # Imported on first use: reading profile names must not pull in aiohttp and jsonschema.
 _EXPORTS = {
@@ -30,7 +30,7 @@ _EXPORTS = {
     "RunningServer": "server",
     "serve": "server",
     "start_in_thread": "server",
-    "Completion": "values",
+    "SimulatedTurn": "values",
     "InvalidRequest": "values",
     "Simulator": "simulator",
     "ToolCall": "values",
@@ -40,10 +40,10 @@ __all__ = [
     "DEFAULT_MODEL_ID",
     "PROFILES",
     "AnswerKey",
-    "Completion",
     "InvalidRequest",
     "Profile",
     "RunningServer",
+    "SimulatedTurn",
     "Simulator",
     "ToolCall",
     "build_app",

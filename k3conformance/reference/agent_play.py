@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from k3conformance.agent.tasks import VISIBLE_TESTS, AgentTask, load_tasks
-from k3conformance.reference.prose import count_tokens
 from k3conformance.reference.values import ChatRequest
+from k3conformance.reference.words import count_tokens
 
 AGENT_TOOLS = frozenset({"list_files", "read_file", "write_file", "edit_file", "run_tests", "finish"})
 _TASK_LINE = re.compile(r"^Task (\S+)$", re.MULTILINE)

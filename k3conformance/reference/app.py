@@ -21,12 +21,12 @@ from aiohttp.typedefs import Handler, Middleware
 from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.answer_key import AnswerKey, default_fixtures_dir
 from k3conformance.reference.identity import DEFAULT_MODEL_ID, SIMULATOR_OWNER, SIMULATOR_WARNING, package_version
-from k3conformance.reference.parsers import make_parser
-from k3conformance.reference.prose import words_for_bytes
 from k3conformance.reference.simulator import Simulator
 from k3conformance.reference.transport import transport_faults_for
 from k3conformance.reference.values import InvalidRequest, Profile
 from k3conformance.reference.wire import completion_object, stream_frames
+from k3conformance.reference.words import words_for_bytes
+from k3conformance.xtml.parsers import make_parser
 
 _log = logging.getLogger(__name__)
 # Writing every SSE frame separately dominates the cost of long streams, so frames
@@ -35,7 +35,8 @@ _FRAMES_PER_WRITE = 32
 
 
 def _shape_server_args(shape_name: str) -> dict[str, Any]:
-    from k3conformance.endpoint.shapes import get_shape, server_args
+    from k3conformance.deployment.cookbook import get_shape
+    from k3conformance.deployment.shapes import server_args
 
     shape = get_shape(shape_name)
     if shape is None:

@@ -30,18 +30,18 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from k3conformance.checks.markup import RESPONSE_CLOSE, RESPONSE_OPEN, THINK_CLOSE, THINK_OPEN, xtml_tools_block
-from k3conformance.reference.parsers import ParserSettings
-from k3conformance.reference.prose import count_tokens
 from k3conformance.reference.values import (
     K3_INSTANT_SAMPLING,
     K3_THINKING_SAMPLING,
     ChatRequest,
-    Completion,
     FixtureItem,
     Problem,
     Sampling,
+    SimulatedTurn,
 )
+from k3conformance.reference.words import count_tokens
+from k3conformance.xtml.markup import RESPONSE_CLOSE, RESPONSE_OPEN, THINK_CLOSE, THINK_OPEN, xtml_tools_block
+from k3conformance.xtml.parsers import ParserSettings
 
 # wire.REASONING_FIELD; wire imports this module, so the name is repeated rather than imported.
 _REASONING_CONTENT = "reasoning_content"
@@ -304,7 +304,7 @@ def prefix_cache_for(faults: frozenset[str]) -> PrefixCache | None:
 # --- model-level output (both modes) ----------------------------------------------------
 
 
-def on_completion(faults: frozenset[str], completion: Completion) -> Completion:
+def on_completion(faults: frozenset[str], completion: SimulatedTurn) -> SimulatedTurn:
     if not faults:
         return completion
     for fault, edit in _COMPLETION_EDITS:
@@ -313,30 +313,30 @@ def on_completion(faults: frozenset[str], completion: Completion) -> Completion:
     return completion
 
 
-def _raw_stop_token(completion: Completion) -> Completion:
+def _raw_stop_token(completion: SimulatedTurn) -> SimulatedTurn:
     if completion.finish_reason != "stop":
         return completion
     return dataclasses.replace(completion, finish_reason=_RAW_STOP)
 
 
-def _length_as_stop(completion: Completion) -> Completion:
+def _length_as_stop(completion: SimulatedTurn) -> SimulatedTurn:
     if completion.finish_reason != "length":
         return completion
     return dataclasses.replace(completion, finish_reason="stop")
 
 
-def _usage_without_reasoning(completion: Completion) -> Completion:
+def _usage_without_reasoning(completion: SimulatedTurn) -> SimulatedTurn:
     return dataclasses.replace(completion, completion_tokens=completion.completion_tokens - completion.reasoning_tokens)
 
 
-def _usage_of_content_only(completion: Completion) -> Completion:
+def _usage_of_content_only(completion: SimulatedTurn) -> SimulatedTurn:
     # Tokens counted from the end of the thinking block on: the reasoning costs nothing.
     return dataclasses.replace(
         completion, completion_tokens=max(1, count_tokens(completion.content or "")), reasoning_tokens=0
     )
 
 
-def _token_after_eos(completion: Completion) -> Completion:
+def _token_after_eos(completion: SimulatedTurn) -> SimulatedTurn:
     # Draft tokens accepted past the end-of-message token are kept: one stray token follows the answer.
     if not completion.content:
         return completion
@@ -346,7 +346,7 @@ def _token_after_eos(completion: Completion) -> Completion:
     )
 
 
-def _one_id_for_all_calls(completion: Completion) -> Completion:
+def _one_id_for_all_calls(completion: SimulatedTurn) -> SimulatedTurn:
     # An id built from the turn rather than the call: parallel calls share it.
     if not completion.tool_calls:
         return completion
@@ -356,7 +356,7 @@ def _one_id_for_all_calls(completion: Completion) -> Completion:
     )
 
 
-_COMPLETION_EDITS: tuple[tuple[str, Callable[[Completion], Completion]], ...] = (
+_COMPLETION_EDITS: tuple[tuple[str, Callable[[SimulatedTurn], SimulatedTurn]], ...] = (
     ("raw-stop-token", _raw_stop_token),
     ("length-reported-as-stop", _length_as_stop),
     ("usage-excludes-reasoning", _usage_without_reasoning),

@@ -11,8 +11,8 @@ import dataclasses
 from types import MappingProxyType
 
 from k3conformance.reference.catalogue import FAULTS
-from k3conformance.reference.parsers import PARSER_NAMES
 from k3conformance.reference.values import Profile, ProfileKind
+from k3conformance.xtml.parsers import PARSER_NAMES
 
 _TP8 = Profile(
     name="tp8",

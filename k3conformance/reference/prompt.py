@@ -15,8 +15,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from k3conformance.reference.prose import count_tokens
 from k3conformance.reference.values import ChatRequest
+from k3conformance.reference.words import count_tokens
 
 # Role markers and separators around each message.
 TOKENS_PER_MESSAGE = 4

@@ -24,19 +24,19 @@ from k3conformance.reference.prompt import (
     rendered_prompt,
     rendered_reasoning,
 )
-from k3conformance.reference.prose import count_tokens, generic_reply, reasoning_text, take_tokens, wrong_variant
 from k3conformance.reference.request import parse_request
 from k3conformance.reference.schema_values import UnsupportedSchema, example_value
 from k3conformance.reference.tool_use import plan_tool_calls
 from k3conformance.reference.values import (
     K3_THINKING_SAMPLING,
     ChatRequest,
-    Completion,
     FixtureItem,
     InvalidRequest,
     Profile,
+    SimulatedTurn,
     ToolCall,
 )
+from k3conformance.reference.words import count_tokens, generic_reply, reasoning_text, take_tokens, wrong_variant
 
 if TYPE_CHECKING:
     from k3conformance.agent.tasks import AgentTask
@@ -64,7 +64,7 @@ class Simulator:
         self.answer_key = answer_key
         self.model_id = model_id
 
-    def complete(self, body: Mapping[str, Any], prefix_cache: PrefixCache | None = None) -> Completion:
+    def complete(self, body: Mapping[str, Any], prefix_cache: PrefixCache | None = None) -> SimulatedTurn:
         """The answer to `body`; `prefix_cache` is the app's state for prefix-cache-corruption, else None."""
         faults = self.profile.faults
         request = fault_hooks.on_request(faults, parse_request(body, self.model_id, faults))
@@ -131,7 +131,7 @@ class Simulator:
         request_seed: int,
         question: str,
         mean_words: int,
-    ) -> Completion:
+    ) -> SimulatedTurn:
         """One turn of the scripted agent; right or wrong per (task, seed), as other items are."""
         correct = _unit_draw(task.id, request.seed) < self.profile.accuracy_for(AGENT_SUITE)
         action = agent_play.next_action(request, task, correct, mean_words)
@@ -151,7 +151,7 @@ class Simulator:
         reasoning: str,
         content: str | None,
         calls: tuple[ToolCall, ...],
-    ) -> Completion:
+    ) -> SimulatedTurn:
         """The planned answer within the budget, unless its length makes a faulty kernel loop."""
         faults = self.profile.faults
         planned = count_tokens(reasoning) + count_tokens(content or "") + sum(count_tokens(c.arguments) for c in calls)
@@ -237,7 +237,7 @@ def _called_tool_name(messages: Sequence[Mapping[str, Any]], tool_call_id: str) 
 
 def _within_budget(
     request: ChatRequest, reasoning: str, content: str | None, calls: tuple[ToolCall, ...]
-) -> Completion:
+) -> SimulatedTurn:
     reasoning_tokens = count_tokens(reasoning)
     answer_tokens = count_tokens(content or "") + sum(count_tokens(call.arguments) for call in calls)
     finish_reason = "tool_calls" if calls else "stop"
@@ -252,7 +252,7 @@ def _within_budget(
             content = take_tokens(content or "", limit - reasoning_tokens)
         reasoning_tokens = count_tokens(reasoning)
         answer_tokens = count_tokens(content or "")
-    return Completion(
+    return SimulatedTurn(
         reasoning=reasoning,
         content=content,
         tool_calls=calls,

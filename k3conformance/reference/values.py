@@ -96,7 +96,7 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
-class Completion:
+class SimulatedTurn:
     reasoning: str  # empty when thinking is disabled
     content: str | None  # None when the turn is tool calls
     tool_calls: tuple[ToolCall, ...]
@@ -156,7 +156,7 @@ class Profile:
     kind: ProfileKind = "conformance"
     # Accuracy of the items of single fixture suites, where it differs from `accuracy`.
     suite_accuracy: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
-    # The registry shape (k3conformance.endpoint.shapes) whose server arguments /get_server_info reports.
+    # The registry shape (k3conformance.deployment.shapes) whose server arguments /get_server_info reports.
     shape: str = "tp8"
     # The parser that reads the model's raw output (reference/parsers): `builtin` or a real one.
     parser: str = "builtin"

@@ -1,4 +1,4 @@
-"""A Completion as SGLang/vLLM put it on the wire: K3's raw output read by the profile's
+"""A SimulatedTurn as SGLang/vLLM put it on the wire: K3's raw output read by the profile's
 parser, then a chat.completion object or SSE chunk frames.
 
 What the model says (reasoning, answer, calls, finish reason, token counts) comes from the
@@ -14,10 +14,10 @@ from json.encoder import encode_basestring_ascii as encode_json_string
 from typing import Any, Protocol, runtime_checkable
 
 from k3conformance.reference import faults as fault_hooks
-from k3conformance.reference.parsers import Parsed, ParsedCall, WireParser
-from k3conformance.reference.prose import count_tokens
-from k3conformance.reference.raw_output import render, token_pieces
-from k3conformance.reference.values import Completion
+from k3conformance.reference.values import SimulatedTurn
+from k3conformance.reference.words import count_tokens
+from k3conformance.xtml.parsers import Parsed, ParsedCall, WireParser
+from k3conformance.xtml.writer import render, token_pieces
 
 # SGLang's name for the reasoning field (vLLM has used both this and `reasoning`).
 REASONING_FIELD = "reasoning_content"
@@ -38,16 +38,16 @@ class _ConfiguredPerRequest(Protocol):
     def for_request(self, *, thinking: bool) -> WireParser: ...
 
 
-def _request_parser(parser: WireParser, completion: Completion) -> WireParser:
+def _request_parser(parser: WireParser, completion: SimulatedTurn) -> WireParser:
     return parser.for_request(thinking=completion.thinking) if isinstance(parser, _ConfiguredPerRequest) else parser
 
 
-def raw_output(completion: Completion, faults: frozenset[str]) -> str:
+def raw_output(completion: SimulatedTurn, faults: frozenset[str]) -> str:
     """What the model emits for `completion`, raw-text faults included."""
     return fault_hooks.on_raw(faults, render(completion))
 
 
-def usage_object(completion: Completion, parsed_reasoning: str) -> dict[str, Any]:
+def usage_object(completion: SimulatedTurn, parsed_reasoning: str) -> dict[str, Any]:
     # Servers count reasoning tokens in what their reasoning parser returned.
     return {
         "prompt_tokens": completion.prompt_tokens,
@@ -57,14 +57,14 @@ def usage_object(completion: Completion, parsed_reasoning: str) -> dict[str, Any
     }
 
 
-def _tool_call_object(completion: Completion, position: int, call: ParsedCall) -> dict[str, Any]:
+def _tool_call_object(completion: SimulatedTurn, position: int, call: ParsedCall) -> dict[str, Any]:
     # Ids are the server's: the parser's where it gives one (vLLM's), else numbered across the conversation.
     ids = completion.tool_calls
     call_id = call.id or (ids[position].id if position < len(ids) else f"functions.{call.name}:{position}")
     return {"id": call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
 
 
-def _reported_calls(completion: Completion, calls: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+def _reported_calls(completion: SimulatedTurn, calls: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     # A turn the model ended on a tool call whose calls the parser missed reports an empty list
     # (MoonshotAI Kimi-K2 issue 26); otherwise no calls are reported as null.
     if calls or completion.finish_reason == "tool_calls":
@@ -73,7 +73,7 @@ def _reported_calls(completion: Completion, calls: list[dict[str, Any]]) -> list
 
 
 def completion_object(
-    completion: Completion,
+    completion: SimulatedTurn,
     *,
     response_id: str,
     created: int,
@@ -107,7 +107,7 @@ def completion_object(
 
 
 def stream_frames(
-    completion: Completion,
+    completion: SimulatedTurn,
     *,
     response_id: str,
     created: int,
@@ -130,7 +130,7 @@ def _parsed_steps(parser: WireParser, raw: str, parse_tools: bool) -> Iterator[P
 
 
 def _frames(
-    completion: Completion,
+    completion: SimulatedTurn,
     steps: Iterator[Parsed],
     response_id: str,
     created: int,

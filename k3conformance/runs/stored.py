@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from k3conformance.gate.statistics import ItemTotals
 from k3conformance.runs.records import (
     STATUS_COMPLETE,
     SUMMARY_FILE,
@@ -25,6 +24,7 @@ from k3conformance.runs.records import (
     read_summary,
 )
 from k3conformance.runs.schema import RunSummary, SchemaError, validate_summary
+from k3conformance.stats.paired import ItemTotals
 
 
 class BaselineError(Exception):

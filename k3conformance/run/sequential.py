@@ -1,28 +1,26 @@
 """Where the sequential gate meets the pytest session: ordering the tests, feeding each finished
 item, stopping a suite (skipping its remaining tests, cancelling its requests, recording
-why), and putting the sequential verdicts into the gate's result. hooks.py calls these."""
+why). run/hooks.py calls these; the verdicts reach the gate's result through
+`gate/sequential/apply.py`, which `k3conformance compare` uses too."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
-from k3conformance.gate.plan import a_a_partner
-from k3conformance.gate.sequential_run import SequentialRun, verdict_lines
-from k3conformance.gate.sequential_suite import BY_MAXIMUM
+from k3conformance.gate.sequential.plan import a_a_partner
+from k3conformance.gate.sequential.state import SequentialRun
 from k3conformance.gate.settings import GateSettings
-from k3conformance.outcomes import USER_PROPERTY
 from k3conformance.probes.probe import probe_of
 from k3conformance.probes.selection import probe_kind
+from k3conformance.run.tally import USER_PROPERTY
 from k3conformance.runs.records import utc_now
 
 if TYPE_CHECKING:
-    from k3conformance.gate.decision import GateResult
-    from k3conformance.session import RunState
+    from k3conformance.run.state import RunState
 
 
 def order_for_sequential_gate(config: pytest.Config, items: list[pytest.Item], state: RunState) -> SequentialRun | None:
@@ -168,33 +166,3 @@ def feed_report(state: RunState, report: pytest.TestReport) -> None:
                     }
                 )
         run.note_cancelled(suite, cancelled, state.runner.spent)
-
-
-def apply_sequential(result: GateResult, paths: Mapping[str, Any]) -> None:
-    """The sequential verdicts take the place of the fixed-size accuracy verdicts of the suites they
-    decided. `paths` is the run's sequential block (`SequentialRun.to_summary`, kept in summary.json),
-    so `k3conformance compare` re-gates a stored sequential run as the run itself did."""
-    from k3conformance.gate.decision import ABOUT_ACCURACY, ABOUT_COVERAGE, Finding, settle
-    from k3conformance.gate.statistics import PASS
-
-    result.sequential = dict(paths)
-    findings = list(result.findings)
-    for suite, path in paths.items():
-        stop = path["stop"]
-        superseded = set()
-        if stop is not None:
-            # A suite the sequential rule decided ran the items its plan asked for, in the committed
-            # order: the baseline's other items are not missing evidence. An undecided suite (the run
-            # was stopped before a decision) keeps its coverage finding: that evidence is missing.
-            superseded.add(ABOUT_COVERAGE)
-        if stop is not None and stop["by"] != BY_MAXIMUM:
-            # The fixed-size comparison of a suite stopped early sees only the items it ran: the
-            # sequential rule, whose error rates hold at its looks, is the one that decides it. A
-            # suite that reached its maximum keeps the fixed-size comparison of the same items.
-            superseded.add(ABOUT_ACCURACY)
-        findings = [f for f in findings if f.suite != suite or f.about not in superseded]
-        if ABOUT_ACCURACY in superseded and stop is not None and stop["verdict"] != PASS:
-            text = f"{suite}: sequential {stop['verdict']} by the {stop['by']} after {stop['items']} items"
-            findings.append(Finding(stop["verdict"], text, suite, ABOUT_ACCURACY))
-    result.notes += verdict_lines(paths)
-    settle(result, findings)

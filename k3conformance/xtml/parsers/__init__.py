@@ -96,15 +96,15 @@ class ParseRefused(RuntimeError):
 
 def make_parser(name: str, settings: ParserSettings = ParserSettings()) -> WireParser:
     if name == "builtin":
-        from k3conformance.reference.parsers.builtin import BuiltinParser
+        from k3conformance.xtml.parsers.builtin import BuiltinParser
 
         return BuiltinParser(settings)
     if name == "sglang":
-        from k3conformance.reference.parsers.sglang import SGLangParser
+        from k3conformance.xtml.parsers.sglang import SGLangParser
 
         return SGLangParser(settings)
     if name == "vllm":
-        from k3conformance.reference.parsers.vllm import VLLMParser
+        from k3conformance.xtml.parsers.vllm import VLLMParser
 
         return VLLMParser(settings)
     raise ParserUnavailable(f"unknown parser {name!r}; known parsers: {', '.join(PARSER_NAMES)}")

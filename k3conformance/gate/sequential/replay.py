@@ -21,12 +21,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from k3conformance.gate.sequential import SequentialDesign
-from k3conformance.gate.sequential_run import suite_path, suite_rule
-from k3conformance.gate.sequential_suite import SequentialSuite
+from k3conformance.gate.sequential.rule import SequentialSuite
+from k3conformance.gate.sequential.state import suite_path, suite_rule
 from k3conformance.gate.settings import GateSettings
-from k3conformance.gate.statistics import ItemTotals
 from k3conformance.runs.stored import StoredRun
+from k3conformance.stats.group_sequential import SequentialDesign
+from k3conformance.stats.paired import ItemTotals
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,11 @@ import pytest
 
 from k3conformance import __version__
 from k3conformance.endpoint.resolved import ResolvedEndpoint
-from k3conformance.endpoint.url import is_reference, parse_reference_profile
+from k3conformance.endpoint.url import is_reference
 from k3conformance.options import Settings
-from k3conformance.outcomes import SuiteTally
 from k3conformance.probes.counters import RequestCounters
+from k3conformance.run.activation import reference_profile
+from k3conformance.run.tally import SuiteTally
 from k3conformance.runs.records import (
     STATUS_COMPLETE,
     STATUS_INCOMPLETE,
@@ -40,8 +41,8 @@ from k3conformance.runs.schema import DatasetEntry, RunStatus, RunSummary, Selec
 
 if TYPE_CHECKING:
     from k3conformance.endpoint.reference_process import ReferenceProcess
-    from k3conformance.gate.decision import GateResult
-    from k3conformance.gate.sequential_run import SequentialRun
+    from k3conformance.gate.sequential.state import SequentialRun
+    from k3conformance.gate.verdict import GateResult
     from k3conformance.probes.runner import BackgroundLoop, Runner
     from k3conformance.runs.stored import StoredRun
 
@@ -68,7 +69,7 @@ def shape_label(settings: Settings) -> str:
     if settings.shape:
         return settings.shape
     if is_reference(settings.endpoint):
-        return f"reference-{parse_reference_profile(settings.endpoint)}"
+        return f"reference-{reference_profile(settings.endpoint)}"
     return "unlabelled"
 
 
@@ -156,7 +157,8 @@ class RunState:
 
         if self.endpoint is None:
             try:
-                self.endpoint, self.reference = start_endpoint(self.settings, self._loop().run)
+                profile = reference_profile(self.settings.endpoint) if is_reference(self.settings.endpoint) else None
+                self.endpoint, self.reference = start_endpoint(self.settings, self._loop().run, profile)
             except EndpointError as error:
                 raise pytest.UsageError(str(error)) from None
         return self.endpoint
@@ -277,8 +279,9 @@ class RunState:
     def shape_settings(self) -> dict[str, Any]:
         """The deployment's defining settings, from the server's own arguments when it
         reports them, else from a registry --k3-shape; and any contradiction between the two."""
-        from k3conformance.endpoint.launch import merged_server_args
-        from k3conformance.endpoint.shapes import contradictions, describe, run_shape_settings
+        from k3conformance.deployment.cookbook import contradictions, run_shape_settings
+        from k3conformance.deployment.launch import merged_server_args
+        from k3conformance.deployment.shapes import describe
 
         info = merged_server_args(self.endpoint.server_info if self.endpoint else None, self.launch)
         settings, source = run_shape_settings(self.settings.shape, info)

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Literal
 
-from k3conformance.checks.markup import (
+from k3conformance.xtml.markup import (
     MESSAGE_CLOSE,
     RESPONSE_CLOSE,
     RESPONSE_OPEN,
@@ -22,7 +22,7 @@ from k3conformance.checks.markup import (
     TOOLS_CLOSE,
     TOOLS_OPEN,
 )
-from k3conformance.reference.parsers import Parsed, ParsedCall, ParserSettings
+from k3conformance.xtml.parsers import Parsed, ParsedCall, ParserSettings
 
 _CALL = re.compile(
     r"<\|open\|>call\s+(?P<attrs>(?:(?!<\|sep\|>).)*?)<\|sep\|>(?P<body>.*?)<\|close\|>call<\|sep\|>", re.DOTALL

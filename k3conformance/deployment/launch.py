@@ -22,7 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from k3conformance.endpoint.shapes import settings_from_server_info
+from k3conformance.deployment.shapes import settings_from_server_info
 from k3conformance.runs.records import UnreadableJson, read_json
 
 # Spellings of the shape-defining flags in SGLang and vLLM -> SGLang's ServerArgs field.

@@ -1,7 +1,7 @@
 """K3's raw output: the text the model emits before any parser runs, and its token stream.
 
-The simulator decides what the model says (a Completion); this module writes it in K3's
-wire format ("XTML", see checks/markup.py) as the model would emit it, and cuts it into the
+The simulator decides what the model says (a `SimulatedTurn`, or anything shaped like a `Turn`);
+this module writes it in K3's wire format ("XTML", see xtml/markup.py) as the model would emit it, and cuts it into the
 pieces a streaming server detokenizes one step at a time. The pieces come from a seeded,
 tokenizer-like splitter that ignores marker boundaries, so that over many requests every
 marker is split in every possible place, as real multi-token markers are.
@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import random
 import zlib
+from collections.abc import Sequence
+from typing import Protocol
 
-from k3conformance.checks.markup import (
+from k3conformance.xtml.markup import (
     MESSAGE_CLOSE,
     RESPONSE_CLOSE,
     RESPONSE_OPEN,
@@ -21,13 +23,33 @@ from k3conformance.checks.markup import (
     THINK_OPEN,
     xtml_tools_block,
 )
-from k3conformance.reference.values import Completion
+
+
+class Call(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def arguments(self) -> str: ...  # JSON text
+
+
+class Turn(Protocol):
+    """What a model turn says, before it is written as raw text."""
+
+    @property
+    def reasoning(self) -> str: ...
+    @property
+    def content(self) -> str | None: ...
+    @property
+    def tool_calls(self) -> Sequence[Call]: ...
+    @property
+    def finish_reason(self) -> str: ...
+
 
 # A streaming step carries 1 to this many characters: about four words on average, as before.
 _MAX_PIECE_CHARS = 40
 
 
-def render(completion: Completion) -> str:
+def render(completion: Turn) -> str:
     """The raw text of `completion`: think block, response block, tools block, end of turn.
 
     A turn cut by max_tokens ends where the budget ran out, without its closing markers.

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from k3conformance.gate.monitors import MONITOR_ALPHA, AccuracyMonitor, RateMonitor
-from k3conformance.gate.sequential import Look, SequentialDesign, evaluate_look
-from k3conformance.gate.statistics import FAIL, INCONCLUSIVE, PASS, ItemTotals, Verdict
+from k3conformance.stats.group_sequential import Look, SequentialDesign, evaluate_look
+from k3conformance.stats.monitors import MONITOR_ALPHA, AccuracyMonitor, RateMonitor
+from k3conformance.stats.paired import FAIL, INCONCLUSIVE, PASS, ItemTotals, Verdict
 
 # What stopped a suite.
 BY_LOOK = "look"

@@ -35,7 +35,7 @@ import urllib.request
 from contextlib import ExitStack
 from typing import Any
 
-from k3conformance.endpoint.llamacpp import (
+from k3conformance.deployment.llamacpp_server import (
     INSTALL_HINT,
     K3_SETTINGS,
     MODEL_ALIAS,
@@ -44,7 +44,7 @@ from k3conformance.endpoint.llamacpp import (
     missing_requirement,
     running_llamacpp,
 )
-from k3conformance.reference.parsers import Parsed, ParsedCall, ParseRefused, ParserUnavailable, StreamingParse
+from k3conformance.xtml.parsers import Parsed, ParsedCall, ParseRefused, ParserUnavailable, StreamingParse
 
 THINK_OPEN = "<|open|>think<|sep|>"
 MESSAGE_CLOSE = "<|close|>message<|sep|>"

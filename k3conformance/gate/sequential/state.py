@@ -28,16 +28,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from k3conformance.gate.decision import RATE_EVENTS
-from k3conformance.gate.look_chart import look_samples
-from k3conformance.gate.plan import SuitePlan, plan_items
-from k3conformance.gate.sequential import SequentialDesign
-from k3conformance.gate.sequential_suite import BY_MAXIMUM, SequentialSuite, Stop
+from k3conformance.gate.sequential.chart import look_samples
+from k3conformance.gate.sequential.plan import SuitePlan, plan_items
+from k3conformance.gate.sequential.rule import BY_MAXIMUM, SequentialSuite, Stop
 from k3conformance.gate.settings import GateSettings
-from k3conformance.gate.statistics import ItemTotals
+from k3conformance.gate.verdict import RATE_EVENTS
 from k3conformance.probes.probe import Probe
 from k3conformance.runs.spend import Spend
 from k3conformance.runs.stored import StoredRun
+from k3conformance.stats.group_sequential import SequentialDesign
+from k3conformance.stats.paired import ItemTotals
 
 
 def committed_order(kinds: Mapping[str, str], run_id: str, suite: str) -> tuple[list[str], int]:

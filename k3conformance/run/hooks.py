@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
+from k3conformance.endpoint.url import is_reference
 from k3conformance.options import Settings, check_separate_path_values, resolve_settings
-from k3conformance.outcomes import USER_PROPERTY, classify, suite_of, tally_report
-from k3conformance.plugin import STASH_KEY, SUITES_MARKER, has_suites_conftest
 from k3conformance.probes.probe import InfrastructureError, Probe, probe_of
-from k3conformance.runs.records import STATUS_COMPLETE, STATUS_RUNNING, utc_now
-from k3conformance.session import WORKERINPUT_KEY, WORKEROUTPUT_KEY, RunState
-from k3conformance.signals import interrupt_on_sigterm, restore_sigterm
-from k3conformance.terminal import (
+from k3conformance.run.activation import STASH_KEY, SUITES_MARKER, has_suites_conftest, reference_profile
+from k3conformance.run.signals import interrupt_on_sigterm, restore_sigterm
+from k3conformance.run.state import WORKERINPUT_KEY, WORKEROUTPUT_KEY, RunState
+from k3conformance.run.tally import USER_PROPERTY, classify, suite_of, tally_report
+from k3conformance.run.terminal import (
     NO_BASELINE_NOTE,
     SIMULATOR_NOTICE,
     accuracy_table,
@@ -30,12 +30,13 @@ from k3conformance.terminal import (
     metric_lines,
     suite_table,
 )
+from k3conformance.runs.records import STATUS_COMPLETE, STATUS_RUNNING, utc_now
 
 # The suite whose tools run model-written code: the header says how it is isolated.
 AGENT_SUITE = "agentic_coding"
 
 if TYPE_CHECKING:
-    from k3conformance.gate.decision import GateResult
+    from k3conformance.gate.verdict import GateResult
     from k3conformance.runs.schema import OutcomeRecord, RunSummary
     from k3conformance.runs.stored import StoredRun
 
@@ -51,7 +52,9 @@ def activate(config: pytest.Config) -> RunState:
     config.addinivalue_line("markers", "k3_vendor: a vendor-mode check, run only with --k3-vendor")
     if not hasattr(config, "workerinput"):
         check_separate_path_values(config)
-    state = RunState.for_process(config, resolve_settings(config))
+    settings = resolve_settings(config)
+    _check_reference_profile(settings)
+    state = RunState.for_process(config, settings)
     config.stash[STASH_KEY] = state
     interrupt_on_sigterm(config)
     if state.role != "worker" and state.settings.server_args is not None:
@@ -60,10 +63,18 @@ def activate(config: pytest.Config) -> RunState:
         state.baseline = _load_baseline(state.settings)
     config.pluginmanager.register(RunHooks(state), "k3conformance-run")
     if config.pluginmanager.hasplugin("xdist") and state.role != "worker":
-        from k3conformance.workers.hooks import XdistHooks
+        from k3conformance.run.xdist import XdistHooks
 
         config.pluginmanager.register(XdistHooks(state, config), "k3conformance-xdist")
     return state
+
+
+def _check_reference_profile(settings: Settings) -> None:
+    if is_reference(settings.endpoint):
+        try:
+            reference_profile(settings.endpoint)
+        except KeyError as error:
+            raise pytest.UsageError(f"--k3-endpoint: {error.args[0]}") from None
 
 
 def _load_baseline(settings: Settings) -> StoredRun:
@@ -76,7 +87,7 @@ def _load_baseline(settings: Settings) -> StoredRun:
 
 
 def _read_launch(path: Path, api_key: str | None) -> dict[str, Any]:
-    from k3conformance.endpoint.launch import LaunchFileError, read_launch_file
+    from k3conformance.deployment.launch import LaunchFileError, read_launch_file
 
     try:
         return read_launch_file(path, (api_key,) if api_key else ())
@@ -86,7 +97,7 @@ def _read_launch(path: Path, api_key: str | None) -> dict[str, Any]:
 
 def _sequential_plan(baseline: StoredRun, settings: Settings) -> list[str]:
     """What a gated run will cost, as `k3conformance plan` prints it."""
-    from k3conformance.gate.plan import a_a_partner, plan_report
+    from k3conformance.gate.sequential.plan import a_a_partner, plan_report
     from k3conformance.gate.settings import GateSettings
 
     return plan_report(baseline, GateSettings.from_options(settings), a_a_partner(baseline))
@@ -123,7 +134,7 @@ def _plan_requests(session: pytest.Session, state: RunState) -> None:
         return
     runner = state.ensure_runner()
     if state.role == "worker":
-        from k3conformance.workers.scheduling import share_of
+        from k3conformance.run.scheduling import share_of
 
         workerinput: dict[str, Any] = session.config.workerinput  # type: ignore[attr-defined]
         mine = share_of(session.items, workerinput) if state.share_known else []
@@ -150,15 +161,15 @@ def _note_dataset(state: RunState, probe: Probe) -> None:
 
 
 def _run_gate(state: RunState, summary: RunSummary) -> GateResult:
-    from k3conformance.gate.decision import gate
     from k3conformance.gate.report import write_reports
     from k3conformance.gate.settings import GateSettings
+    from k3conformance.gate.verdict import judge
     from k3conformance.runs.stored import StoredRun
 
     assert state.baseline is not None
-    result = gate(state.baseline, StoredRun(summary, state.run_dir), GateSettings.from_options(state.settings))
+    result = judge(state.baseline, StoredRun(summary, state.run_dir), GateSettings.from_options(state.settings))
     if state.sequential is not None:
-        from k3conformance.gate.sequential_hooks import apply_sequential
+        from k3conformance.gate.sequential.apply import apply_sequential
 
         apply_sequential(result, state.sequential.to_summary())
     if state.run_dir.is_dir():
@@ -241,7 +252,7 @@ class RunHooks:
             config.hook.pytest_deselected(items=deselected)
         state = self.state
         if state.baseline is not None and settings.sequential and state.role == "single":
-            from k3conformance.gate.sequential_hooks import order_for_sequential_gate
+            from k3conformance.run.sequential import order_for_sequential_gate
 
             state.sequential = order_for_sequential_gate(config, items, state)
 
@@ -249,7 +260,7 @@ class RunHooks:
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         """Skip, before it waits for its requests, a test of a suite the sequential gate has stopped."""
         if self.state.sequential is not None:
-            from k3conformance.gate.sequential_hooks import skip_if_stopped
+            from k3conformance.run.sequential import skip_if_stopped
 
             skip_if_stopped(item, self.state.sequential)
 
@@ -264,7 +275,7 @@ class RunHooks:
         # tryfirst: before xdist's worker reports its collection to the scheduler.
         state = self.state
         if state.role == "worker" and state.share_known and state.groups_file is not None:
-            from k3conformance.workers.scheduling import probe_groups, write_probe_groups
+            from k3conformance.run.scheduling import probe_groups, write_probe_groups
 
             write_probe_groups(state.groups_file, probe_groups(session.items))
 
@@ -309,7 +320,7 @@ class RunHooks:
         if state.role != "worker":
             tally_report(state.tallies, report)
         if state.sequential is not None:
-            from k3conformance.gate.sequential_hooks import feed_report
+            from k3conformance.run.sequential import feed_report
 
             feed_report(state, report)
 

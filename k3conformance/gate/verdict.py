@@ -33,11 +33,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from k3conformance.endpoint.launch import merged_server_args
-from k3conformance.endpoint.shapes import contradictions, describe, run_shape_settings
-from k3conformance.gate.policy import deployment_differences, deployment_identity, policy
+from k3conformance.deployment.cookbook import contradictions, run_shape_settings
+from k3conformance.deployment.launch import merged_server_args
+from k3conformance.deployment.shapes import describe
+from k3conformance.gate.policy import deployment_differences, deployment_identity, shape_policy
 from k3conformance.gate.settings import GateSettings
-from k3conformance.gate.statistics import (
+from k3conformance.runs.records import STATUS_COMPLETE
+from k3conformance.runs.stored import StoredRun
+from k3conformance.stats.paired import (
     FAIL,
     INCONCLUSIVE,
     PASS,
@@ -47,8 +50,6 @@ from k3conformance.gate.statistics import (
     compare_scores,
     holm,
 )
-from k3conformance.runs.records import STATUS_COMPLETE
-from k3conformance.runs.stored import StoredRun
 
 GateVerdict = Literal["PASS", "FAIL", "INCONCLUSIVE", "INCOMPLETE"]
 INCOMPLETE: GateVerdict = "INCOMPLETE"
@@ -171,7 +172,7 @@ def settle(result: GateResult, findings: list[Finding]) -> None:
     result.verdict = result.findings[0].verdict if result.findings else PASS  # type: ignore[assignment]
 
 
-def gate(baseline: StoredRun, candidate: StoredRun, settings: GateSettings) -> GateResult:
+def judge(baseline: StoredRun, candidate: StoredRun, settings: GateSettings) -> GateResult:
     result = GateResult(
         baseline=baseline.label, candidate=candidate.label, settings=settings, baseline_origin=baseline.origin
     )
@@ -389,7 +390,7 @@ def _shape_finding(baseline: StoredRun, candidate: StoredRun) -> ShapeFinding:
         identity = deployment_identity(run.summary.get("server_info"), run.summary.get("launch"))
         sides.append((settings, shown, identity))
     (base_settings, base_shown, base_identity), (cand_settings, cand_shown, cand_identity) = sides
-    decision = policy(base_settings, cand_settings, deployment_differences(base_identity, cand_identity))
+    decision = shape_policy(base_settings, cand_settings, deployment_differences(base_identity, cand_identity))
     missing = tuple(suite for suite in decision.required_suites if suite not in candidate.scored_suites())
     missing_in_baseline = tuple(suite for suite in decision.required_suites if suite not in baseline.scored_suites())
     derived, _ = run_shape_settings(None, _server_facts(candidate))

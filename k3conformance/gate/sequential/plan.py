@@ -34,8 +34,11 @@ from typing import Any
 
 from scipy import optimize, stats
 
-from k3conformance.gate.monitors import MONITOR_ALPHA
-from k3conformance.gate.sequential import (
+from k3conformance.gate.settings import GateSettings
+from k3conformance.runs.records import STATUS_COMPLETE, SUMMARY_FILE, read_summary
+from k3conformance.runs.schema import SchemaError, validate_summary
+from k3conformance.runs.stored import StoredRun
+from k3conformance.stats.group_sequential import (
     ItemVariance,
     SequentialDesign,
     crossing_probabilities,
@@ -43,11 +46,8 @@ from k3conformance.gate.sequential import (
     rounds_design,
     spending_bounds,
 )
-from k3conformance.gate.settings import GateSettings
-from k3conformance.gate.statistics import POWER, ItemTotals
-from k3conformance.runs.records import STATUS_COMPLETE, SUMMARY_FILE, read_summary
-from k3conformance.runs.schema import SchemaError, validate_summary
-from k3conformance.runs.stored import StoredRun
+from k3conformance.stats.monitors import MONITOR_ALPHA
+from k3conformance.stats.paired import POWER, ItemTotals
 
 ASSUMED_DISCORDANCE = 0.15
 DEFAULT_LOOKS = 5

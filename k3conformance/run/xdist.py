@@ -12,8 +12,8 @@ import pytest
 if TYPE_CHECKING:
     from xdist.scheduler.protocol import Scheduling
 
-from k3conformance.session import WORKERINPUT_KEY, WORKEROUTPUT_KEY, RunState
-from k3conformance.workers.scheduling import ShareScheduling, uses_share_scheduling
+from k3conformance.run.scheduling import ShareScheduling, uses_share_scheduling
+from k3conformance.run.state import WORKERINPUT_KEY, WORKEROUTPUT_KEY, RunState
 
 
 class XdistHooks:

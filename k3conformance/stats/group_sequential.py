@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, stats
 
-from k3conformance.gate.statistics import FAIL, INCONCLUSIVE, PASS, ItemTotals, Verdict, tango_statistic
+from k3conformance.stats.paired import FAIL, INCONCLUSIVE, PASS, ItemTotals, Verdict, tango_statistic
 
 # Grid points per look of the numerical integration; error of the crossing probabilities
 # under 1e-5 against the closed form at one look (tests/test_sequential.py).

@@ -1,0 +1,39 @@
+"""The sequential verdicts put into the gate's result, for the run (`run/hooks.py`) and for
+`k3conformance compare`'s replay alike."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from k3conformance.gate.sequential.rule import BY_MAXIMUM
+from k3conformance.gate.sequential.state import verdict_lines
+from k3conformance.gate.verdict import ABOUT_ACCURACY, ABOUT_COVERAGE, Finding, GateResult, settle
+from k3conformance.stats.paired import PASS
+
+
+def apply_sequential(result: GateResult, paths: Mapping[str, Any]) -> None:
+    """The sequential verdicts take the place of the fixed-size accuracy verdicts of the suites they
+    decided. `paths` is the run's sequential block (`SequentialRun.to_summary`, kept in summary.json),
+    so `k3conformance compare` re-gates a stored sequential run as the run itself did."""
+    result.sequential = dict(paths)
+    findings = list(result.findings)
+    for suite, path in paths.items():
+        stop = path["stop"]
+        superseded = set()
+        if stop is not None:
+            # A suite the sequential rule decided ran the items its plan asked for, in the committed
+            # order: the baseline's other items are not missing evidence. An undecided suite (the run
+            # was stopped before a decision) keeps its coverage finding: that evidence is missing.
+            superseded.add(ABOUT_COVERAGE)
+        if stop is not None and stop["by"] != BY_MAXIMUM:
+            # The fixed-size comparison of a suite stopped early sees only the items it ran: the
+            # sequential rule, whose error rates hold at its looks, is the one that decides it. A
+            # suite that reached its maximum keeps the fixed-size comparison of the same items.
+            superseded.add(ABOUT_ACCURACY)
+        findings = [f for f in findings if f.suite != suite or f.about not in superseded]
+        if ABOUT_ACCURACY in superseded and stop is not None and stop["verdict"] != PASS:
+            text = f"{suite}: sequential {stop['verdict']} by the {stop['by']} after {stop['items']} items"
+            findings.append(Finding(stop["verdict"], text, suite, ABOUT_ACCURACY))
+    result.notes += verdict_lines(paths)
+    settle(result, findings)

@@ -1,0 +1,419 @@
+"""One sandboxed run: write its files, start the launcher, watch it (wall time, output caps, escaped processes), collect what it left, and describe the outcome."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from k3conformance.sandbox.launcher import _environment, _launcher_argv
+from k3conformance.sandbox.limits import (
+    _DRAIN_GRACE_S,
+    _EXIT_POLL_S,
+    _LAUNCHER_FAILED,
+    _PER_RUN,
+    _READ_CHUNK,
+    BUBBLEWRAP,
+    GIB,
+    MIB,
+    NOGROUP_GID,
+    OUTPUT_TAIL_CHARS,
+    PER_RUN_UID_BASE,
+    PROGRAM_FILE,
+    RLIMIT,
+    SAFE_PATH,
+    SANDBOX_DIR,
+    WORLD_WRITABLE_DIRS,
+    ExecutionResult,
+    SandboxError,
+    SandboxLimits,
+    _Isolation,
+)
+
+
+@dataclass
+class _Watched:
+    """What the watcher saw of one run."""
+
+    outputs: dict[str, bytearray] = field(default_factory=lambda: {"stdout": bytearray(), "stderr": bytearray()})
+    timed_out: bool = False
+    overflowing_stream: str | None = None
+    duration_s: float = 0.0
+
+
+def _execute(
+    program: str,
+    limits: SandboxLimits,
+    isolation: _Isolation,
+    files: Mapping[str, str] | None = None,
+    collect: bool = False,
+) -> ExecutionResult:
+    workdir = Path(tempfile.mkdtemp(prefix="k3sandbox-"))
+    try:
+        for relative, text in (files or {}).items():
+            path = _inside(workdir, relative)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        (workdir / PROGRAM_FILE).write_text(program, encoding="utf-8")
+        result = _run_in(workdir, limits, isolation)
+        return dataclasses.replace(result, files=_collect(workdir, limits)) if collect else result
+    finally:
+        _remove_tree(workdir)
+
+
+def _inside(workdir: Path, relative: str) -> Path:
+    parts = Path(relative).parts
+    if not parts or Path(relative).is_absolute() or ".." in parts or relative == PROGRAM_FILE:
+        raise ValueError(f"sandbox file path must stay inside the program's directory: {relative!r}")
+    return workdir.joinpath(*parts)
+
+
+def _collect(workdir: Path, limits: SandboxLimits) -> dict[str, str]:
+    """Regular files the program left (not links, not its own main.py), as text, each at
+    most the file size limit."""
+    found: dict[str, str] = {}
+    for root, directories, names in os.walk(workdir):
+        directories[:] = sorted(name for name in directories if name != "__pycache__")
+        for name in sorted(names):
+            path = Path(root) / name
+            relative = path.relative_to(workdir).as_posix()
+            if relative == PROGRAM_FILE or path.is_symlink() or not path.is_file():
+                continue
+            with path.open("rb") as handle:
+                found[relative] = handle.read(limits.file_size_bytes).decode("utf-8", errors="replace")
+    return found
+
+
+def _run_in(workdir: Path, limits: SandboxLimits, isolation: _Isolation) -> ExecutionResult:
+    # The launcher reports a failed setup through this pipe; exec closes it on success.
+    # bubblewrap keeps it (--info-fd) and writes its namespace info once the sandbox exists.
+    status_read, status_write = os.pipe()
+    try:
+        started = time.monotonic()
+        process = subprocess.Popen(
+            _launcher_argv(workdir, limits, isolation, status_write),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_environment(SANDBOX_DIR if isolation.backend == BUBBLEWRAP else str(workdir)),
+            cwd=workdir,
+            start_new_session=True,
+            pass_fds=(status_write,),
+        )
+    except BaseException:
+        os.close(status_read)
+        raise
+    finally:
+        os.close(status_write)
+    try:
+        watched = _watch(process, limits, started, isolation, workdir)
+        status = _read_status(status_read)
+    finally:
+        os.close(status_read)
+    _raise_if_setup_failed(status, watched, isolation)
+    return _result(process.returncode, watched, limits, isolation)
+
+
+def _watch(
+    process: subprocess.Popen[bytes], limits: SandboxLimits, started: float, isolation: _Isolation, workdir: Path
+) -> _Watched:
+    """Collect output until the program exits, times out or floods a stream; then kill what is left."""
+    assert process.stdout is not None and process.stderr is not None
+    watched = _Watched()
+    streams = {process.stdout.fileno(): "stdout", process.stderr.fileno(): "stderr"}
+    exit_fd = _open_pidfd(process.pid)
+    try:
+        with selectors.DefaultSelector() as selector:
+            for fd in streams:
+                selector.register(fd, selectors.EVENT_READ)
+            if exit_fd is not None:
+                selector.register(exit_fd, selectors.EVENT_READ)
+            _watch_until_exit(process.pid, selector, streams, exit_fd, watched, limits, started)
+            watched.duration_s = time.monotonic() - started
+            # The leader is not reaped yet, so its group id cannot have been reused.
+            _kill_group(process.pid)
+            process.wait()
+            if isolation.backend == RLIMIT and isolation.uid_mode == _PER_RUN:
+                _sweep_uid(PER_RUN_UID_BASE + process.pid, keep=workdir)
+            if watched.overflowing_stream is None:
+                _drain(selector, streams, watched, limits)
+    finally:
+        if exit_fd is not None:
+            os.close(exit_fd)
+        process.stdout.close()
+        process.stderr.close()
+    return watched
+
+
+def _watch_until_exit(
+    pid: int,
+    selector: selectors.BaseSelector,
+    streams: dict[int, str],
+    exit_fd: int | None,
+    watched: _Watched,
+    limits: SandboxLimits,
+    started: float,
+) -> None:
+    deadline = started + limits.wall_seconds
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            watched.timed_out = True
+            return
+        for key, _ in selector.select(remaining if exit_fd is not None else min(remaining, _EXIT_POLL_S)):
+            if key.fd == exit_fd:
+                return
+            if not _read_chunk(key.fd, streams[key.fd], watched, limits):
+                selector.unregister(key.fd)
+            if watched.overflowing_stream is not None:
+                return
+        if exit_fd is None and _has_exited(pid):
+            return
+
+
+def _drain(selector: selectors.BaseSelector, streams: dict[int, str], watched: _Watched, limits: SandboxLimits) -> None:
+    deadline = time.monotonic() + _DRAIN_GRACE_S
+    while any(fd in streams for fd in selector.get_map()):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        for key, _ in selector.select(remaining):
+            if key.fd in streams and not _read_chunk(key.fd, streams[key.fd], watched, limits):
+                selector.unregister(key.fd)
+            if watched.overflowing_stream is not None:
+                return
+
+
+def _read_chunk(fd: int, stream: str, watched: _Watched, limits: SandboxLimits) -> bool:
+    """Read what `fd` has into its buffer; False at end of file."""
+    chunk = os.read(fd, _READ_CHUNK)
+    if not chunk:
+        return False
+    buffer = watched.outputs[stream]
+    room = limits.output_bytes - len(buffer)
+    buffer += chunk[:room]
+    if len(chunk) > room:
+        watched.overflowing_stream = stream
+    return True
+
+
+def _open_pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None  # kernel before 5.3: poll instead
+
+
+def _has_exited(pid: int) -> bool:
+    # WNOWAIT leaves the zombie in place, so the process group stays reserved until we kill it.
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _sweep_uid(uid: int, keep: Path) -> None:
+    """Kill every process of a per-run uid (those that left the group too) and remove its files
+    from world-writable directories, except its own directory `keep` (removed by its owner)."""
+    kill = shutil.which("kill", path=SAFE_PATH)
+    # kill(-1) as that uid reaches exactly its processes, atomically, without pid races.
+    # "-9 -1" is the one spelling procps, util-linux and busybox kill all accept.
+    command = [kill, "-9", "-1"] if kill else [sys.executable, "-I", "-S", "-c", _KILL_ALL]
+    subprocess.run(
+        command,
+        user=uid,
+        group=NOGROUP_GID,
+        extra_groups=[],
+        env={"PATH": SAFE_PATH},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
+    for directory in WORLD_WRITABLE_DIRS:
+        _remove_entries_owned_by(uid, directory, keep)
+
+
+_KILL_ALL = "import os\ntry:\n    os.kill(-1, 9)\nexcept OSError:\n    pass\n"
+
+
+def _remove_entries_owned_by(uid: int, directory: str, keep: Path) -> None:
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.path == str(keep) or entry.stat(follow_symlinks=False).st_uid != uid:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            continue
+
+
+def _read_status(status_fd: int) -> bytes:
+    # Non-blocking: a process outside the group could still hold the write end.
+    os.set_blocking(status_fd, False)
+    try:
+        return os.read(status_fd, _READ_CHUNK)
+    except BlockingIOError:
+        return b""
+
+
+def _raise_if_setup_failed(status: bytes, watched: _Watched, isolation: _Isolation) -> None:
+    if status.startswith(_LAUNCHER_FAILED):
+        raise SandboxError(f"sandbox setup failed: {status[1:].decode(errors='replace')}")
+    if isolation.backend == BUBBLEWRAP and not status.lstrip().startswith(b"{"):
+        stderr = watched.outputs["stderr"].decode(errors="replace").strip()
+        first_line = stderr.splitlines()[0] if stderr else "no message"
+        raise SandboxError(f"bubblewrap did not start the sandbox: {first_line}")
+
+
+def _remove_tree(path: Path) -> None:
+    try:
+        shutil.rmtree(path)
+    except OSError:
+        # The program may have taken the write bit off its own directories.
+        _make_directories_writable(path)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _make_directories_writable(path: Path) -> None:
+    try:
+        os.chmod(path, 0o700, follow_symlinks=False)
+        children = list(os.scandir(path))
+    except OSError:
+        return
+    for child in children:
+        if child.is_dir(follow_symlinks=False):
+            _make_directories_writable(Path(child.path))
+
+
+def _result(returncode: int, watched: _Watched, limits: SandboxLimits, isolation: _Isolation) -> ExecutionResult:
+    exit_code, signal_number = _exit_status(returncode, isolation.backend)
+    if watched.timed_out or watched.overflowing_stream is not None:
+        exit_code, signal_number = None, None  # we killed it; its status says nothing about the program
+    stderr = watched.outputs["stderr"].decode(errors="replace")
+    reason = _reason(watched, exit_code, signal_number, stderr, limits)
+    return ExecutionResult(
+        passed=reason == "passed",
+        reason=reason,
+        exit_code=exit_code,
+        signal=signal_number,
+        timed_out=watched.timed_out,
+        duration_s=watched.duration_s,
+        stdout_excerpt=_excerpt(watched.outputs["stdout"].decode(errors="replace")),
+        stderr_excerpt=_excerpt(stderr),
+        backend=isolation.backend,
+    )
+
+
+def _exit_status(returncode: int, backend: str) -> tuple[int | None, int | None]:
+    if returncode < 0:
+        return None, -returncode
+    # bwrap exits with 128 + N when the program died of signal N.
+    if backend == BUBBLEWRAP and 128 < returncode <= 128 + 64:
+        return None, returncode - 128
+    return returncode, None
+
+
+def _reason(
+    watched: _Watched, exit_code: int | None, signal_number: int | None, stderr: str, limits: SandboxLimits
+) -> str:
+    if watched.overflowing_stream is not None:
+        return f"output limit exceeded ({watched.overflowing_stream} over {_size(limits.output_bytes)})"
+    if watched.timed_out:
+        return f"timed out after {limits.wall_seconds:g} s"
+    if signal_number is not None:
+        return _signal_reason(signal_number, limits)
+    if exit_code == 0:
+        return "passed"
+    return _one_line(_failure_reason(exit_code, stderr, limits))
+
+
+def _signal_reason(signal_number: int, limits: SandboxLimits) -> str:
+    if signal_number == signal.SIGXCPU:
+        return f"killed: CPU time limit ({limits.cpu_seconds:g} s)"
+    if signal_number == signal.SIGXFSZ:
+        return f"killed: file size limit ({_size(limits.file_size_bytes)})"
+    try:
+        name = signal.Signals(signal_number).name
+    except ValueError:
+        name = f"signal {signal_number}"
+    if signal_number == signal.SIGKILL:
+        return f"killed by {name} (CPU hard limit, out of memory, or the program itself)"
+    return f"killed by {name}"
+
+
+def _failure_reason(exit_code: int | None, stderr: str, limits: SandboxLimits) -> str:
+    lines = stderr.rstrip().splitlines()
+    exception = _final_exception(lines)
+    if exception is None:
+        return f"exit status {exit_code}"
+    name = exception.split(":", 1)[0]
+    if name == "AssertionError":
+        message = exception.partition(":")[2].strip()
+        return f"assertion failed: {message or _failing_line(lines) or 'assert'}"
+    if name == "MemoryError":
+        return f"killed: memory limit ({_size(limits.memory_bytes)} address space): {exception}"
+    if "[Errno 27]" in exception:  # EFBIG: Python ignores SIGXFSZ, so the write raises
+        return f"killed: file size limit ({_size(limits.file_size_bytes)}): {exception}"
+    if "[Errno 11]" in exception and ("fork" in stderr or "thread" in stderr):
+        return f"killed: process limit ({limits.processes}): {exception}"
+    return f"exit status {exit_code}: {exception}"
+
+
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?::.*)?$")
+
+
+def _final_exception(lines: list[str]) -> str | None:
+    """The "Name: message" line a Python traceback ends with."""
+    for line in reversed(lines):
+        if line.startswith("Traceback (most recent call last)"):
+            # A traceback cut off while written (a forked child killed mid-write): an earlier,
+            # whole one from the same run says why.
+            continue
+        if line.strip() and not line[0].isspace():
+            return line if _EXCEPTION_LINE.match(line) else None
+    return None
+
+
+def _failing_line(lines: list[str]) -> str | None:
+    """The source line a traceback shows last: the assert statement that failed."""
+    for line in reversed(lines[:-1]):
+        text = line.strip()
+        if text and not text.startswith("File ") and set(text) - set("^~ "):
+            return text
+    return None
+
+
+def _excerpt(text: str) -> str:
+    return text if len(text) <= OUTPUT_TAIL_CHARS else "…" + text[-(OUTPUT_TAIL_CHARS - 1) :]
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _size(count: int) -> str:
+    for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", 1 << 10)):
+        if count >= size and count % size == 0:
+            return f"{count // size} {unit}"
+    return f"{count} bytes"
