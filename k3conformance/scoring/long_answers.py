@@ -42,9 +42,13 @@ def score_word_run(gold: str, vocabulary: tuple[str, ...], response: str | None)
 
 
 def score_distinct_lines(count: int, response: str | None) -> LongScore:
-    """Exactly `count` non-empty lines, all different; a heading line ending in ':' is not one."""
-    lines = [_MARKER.sub("", line).strip().lower() for line in (response or "").splitlines()]
-    items = [line for line in lines if line and not line.endswith(":")]
+    """Exactly `count` list items, all different. When some lines carry a list marker
+    ("1.", "-") only those are items, so a closing remark is not one; otherwise every
+    non-empty line is, but a heading ending in ':'."""
+    lines = [line for line in (response or "").splitlines() if line.strip()]
+    marked = [line for line in lines if _MARKER.match(line)]
+    chosen = marked or [line for line in lines if not line.rstrip().endswith(":")]
+    items = [_MARKER.sub("", line).strip().lower() for line in chosen]
     return LongScore(len(items) == count and len(set(items)) == count, len(items))
 
 

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from k3conformance.endpoint.llamacpp import PARALLEL_SLOTS, LlamaCppSettings, running_llamacpp
+from k3conformance.deployment.llamacpp_params import parse_param
+from k3conformance.deployment.llamacpp_server import PARALLEL_SLOTS, LlamaCppSettings, running_llamacpp
 
 __all__ = ["GatedRun", "run_suites_on_llamacpp"]
 
@@ -97,7 +98,8 @@ def run_suites_on_llamacpp(
     for name in ("conftest.py", *suites):
         shutil.copy(REPO / "suites" / name, project / name)
     server_args = project / f"server-args-{shape}.json"
-    server_args.write_text(json.dumps({"args": ["llama-server", *params], "env": {}}))
+    # A mapping, as the launch record stores it: {"rope_freq_scale": "0.5"}; {} for the defaults.
+    server_args.write_text(json.dumps({"args": dict(parse_param(param) for param in params), "env": {}}))
     results = project / "results"
     before = set((results / shape).glob("*")) if (results / shape).is_dir() else set()
     api_key = secrets.token_urlsafe(24)
