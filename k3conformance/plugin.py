@@ -105,7 +105,8 @@ def k3_result(request: pytest.FixtureRequest) -> Generator[ProbeResult, None, No
         raise TypeError(f"{request.node.nodeid}: k3_result needs a test parametrized with a k3conformance.Probe")
     from k3conformance.probes.probe import InfrastructureError
 
-    state = _state(request.config)
+    # Collecting a test parametrized with a probe started the run (pytest_collection_modifyitems).
+    state = request.config.stash[STASH_KEY]
     runner = state.ensure_runner()
     result = runner.result(probe)
     try:

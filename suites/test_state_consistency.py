@@ -26,7 +26,7 @@ ITEMS = FIXTURE.items
 
 
 def _prompt_words(exchange: Exchange) -> int:
-    return exchange.settings.cache_prompt_words
+    return int(exchange.settings.cache_prompt_words)
 
 
 def _document(exchange: Exchange, index: int, copy_label: str) -> str:

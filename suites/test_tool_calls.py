@@ -39,7 +39,7 @@ def _request(item: Mapping[str, Any], mode: str, **extra: Any) -> dict[str, Any]
 def _named_choice(item: Mapping[str, Any]) -> str:
     """A declared tool the prompt does not ask for: ignoring the choice then shows."""
     wanted = {call["name"] for call in item["expected_calls"]}
-    return next(name for name in item["tools"] if name not in wanted)
+    return str(next(name for name in item["tools"] if name not in wanted))
 
 
 def _calling_probe(item: Mapping[str, Any]) -> Probe:

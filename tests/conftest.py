@@ -5,7 +5,9 @@ on one worker."""
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 # pytester's in-process runs unload whatever was first imported during a run; `datasets`
@@ -18,6 +20,10 @@ import scipy.stats  # noqa: F401
 
 with contextlib.suppress(ImportError):
     import matplotlib.pyplot  # noqa: F401
+
+# The tests' shared helpers (tests/support/) are imported by name from every folder of the tree.
+sys.path.insert(0, str(Path(__file__).parent / "support"))
+
 from run_files import copy_suites
 
 from k3conformance.reference.profiles import get_profile
@@ -44,7 +50,11 @@ def slow_reference() -> Iterator[RunningServer]:
 # not help here: xdist 3.8 marks a group by rewriting `item._nodeid`, which pytest 9 no longer
 # reads. So under `load` the scheduler puts these modules into one scope (one worker, in
 # collection order) and every other test into its own, which `load` amounts to.
-LLAMACPP_MODULES = ("tests/test_llamacpp.py::", "tests/test_llamacpp_k3.py::", "tests/test_llamacpp_gate.py::")
+LLAMACPP_MODULES = (
+    "tests/e2e/test_llamacpp.py::",
+    "tests/e2e/test_llamacpp_k3.py::",
+    "tests/e2e/test_llamacpp_gate.py::",
+)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -53,7 +63,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class LlamaCppOnOneWorker(LoadScopeScheduling):
+    class LlamaCppOnOneWorker(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships no types
         def _split_scope(self, nodeid: str) -> str:
             return "llamacpp" if nodeid.startswith(LLAMACPP_MODULES) else nodeid
 

@@ -17,7 +17,7 @@ features, two refactors, one spec):
   long output.
 
 The reference solution of every task is the family's working repository (plus the task's
-visible test), so each one is verified the same way in `tests/test_agentic_tasks.py`: the
+visible test), so each one is verified the same way in `tests/unit/agent/test_agentic_tasks.py`: the
 solution passes the hidden tests and the starting state fails them.
 """
 

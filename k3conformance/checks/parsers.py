@@ -146,7 +146,7 @@ def check_parser_reads_case(parser: WireParser, case: ParserCase, mode: str) -> 
         layer="parser",
         expected=f"{parser.name} {parser.version} to read case {case.name!r} ({case.about}; {mode}) as the corpus says",
         got="; ".join(found),
-        hint="a real disagreement goes in the README with the parser's version; a corpus mistake in fixtures/parsers/corpus.json",
+        hint="a real disagreement goes in docs/parsers.md with the parser's version; a corpus mistake in fixtures/parsers/corpus.json",
     )
 
 

@@ -1,7 +1,7 @@
 """One run of suite files, in a child pytest with the real plugin, against llama.cpp's server
 launched with chosen settings (a "shape" of the real-engine benchmark): store it as a
 baseline (`--k3-save-baseline`) or gate it against one (`--k3-baseline`), and read back
-what the run and the gate wrote. Used by tests/test_llamacpp_gate.py (the CI pair) and
+what the run and the gate wrote. Used by tests/e2e/test_llamacpp_gate.py (the CI pair) and
 benchmarks/bench_real_engine.py (the matrix).
 
 The launch settings are written to a `--k3-server-args` file, so each run records its

@@ -1,6 +1,6 @@
 """Launch settings of llama.cpp's server beyond the launcher's defaults, as `NAME=VALUE`
 strings: the "shape" of a llama.cpp deployment in the real-engine benchmark
-(benchmarks/bench_real_engine.py) and the CI pair (tests/test_llamacpp_gate.py).
+(benchmarks/bench_real_engine.py) and the CI pair (tests/e2e/test_llamacpp_gate.py).
 
 Each name sets one or two fields of `xllamacpp.CommonParams`; the strings travel on the
 launcher's command line (`--param`) and are what a run records as its launch arguments.

@@ -10,8 +10,8 @@ it: the child exits when its standard input closes.
 (`fixtures/llamacpp/k3-few-shot.jinja`, K3's markup with few-shot example turns) llama.cpp
 uses its own Kimi K3 handler: its reasoning and tool-call parser, streamed too. With
 `reasoning_format="none"` the same server leaves the think text in `content`: a real
-misconfigured server. Used by tests/test_llamacpp.py and by the parser matrix's `llamacpp`
-column (reference/parsers/llamacpp.py).
+misconfigured server. Used by tests/e2e/test_llamacpp.py and by the parser matrix's `llamacpp`
+column (xtml/parsers/llamacpp.py).
 """
 
 from __future__ import annotations

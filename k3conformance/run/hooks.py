@@ -18,7 +18,7 @@ from k3conformance.options import Settings, check_separate_path_values, resolve_
 from k3conformance.probes.probe import InfrastructureError, Probe, probe_of
 from k3conformance.run.activation import STASH_KEY, SUITES_MARKER, has_suites_conftest, reference_profile
 from k3conformance.run.signals import interrupt_on_sigterm, restore_sigterm
-from k3conformance.run.state import WORKERINPUT_KEY, WORKEROUTPUT_KEY, RunState
+from k3conformance.run.state import WORKERINPUT_KEY, WORKEROUTPUT_KEY, BaselineViews, RunState
 from k3conformance.run.tally import USER_PROPERTY, classify, suite_of, tally_report
 from k3conformance.run.terminal import (
     NO_BASELINE_NOTE,
@@ -61,6 +61,7 @@ def activate(config: pytest.Config) -> RunState:
         state.launch = _read_launch(state.settings.server_args, state.settings.api_key)
     if state.role != "worker" and state.settings.baseline is not None and not config.option.collectonly:
         state.baseline = _load_baseline(state.settings)
+        state.baseline_views = BaselineViews(state.baseline)
     config.pluginmanager.register(RunHooks(state), "k3conformance-run")
     if config.pluginmanager.hasplugin("xdist") and state.role != "worker":
         from k3conformance.run.xdist import XdistHooks
@@ -95,12 +96,12 @@ def _read_launch(path: Path, api_key: str | None) -> dict[str, Any]:
         raise pytest.UsageError(f"--k3-server-args: {error}") from None
 
 
-def _sequential_plan(baseline: StoredRun, settings: Settings) -> list[str]:
+def _sequential_plan(views: BaselineViews, settings: Settings) -> list[str]:
     """What a gated run will cost, as `k3conformance plan` prints it."""
-    from k3conformance.gate.sequential.plan import a_a_partner, plan_report
+    from k3conformance.gate.sequential.plan import plan_report
     from k3conformance.gate.settings import GateSettings
 
-    return plan_report(baseline, GateSettings.from_options(settings), a_a_partner(baseline))
+    return plan_report(views.baseline, GateSettings.from_options(settings), views.partner)
 
 
 def _resolve_up_front(config: pytest.Config) -> bool:
@@ -210,12 +211,12 @@ class RunHooks:
                 origin = "the server's arguments" if shape["source"] == "server" else "the shape registry"
                 lines.append(f"k3conformance: deployment settings {shape['described']} (from {origin})")
             lines += [f"k3conformance: WARNING {line}" for line in shape["contradictions"]]
-        if state.baseline is not None:
+        if state.baseline is not None and state.baseline_views is not None:
             lines.append(
                 f"k3conformance: gating against the baseline {state.baseline.label}, {state.baseline.origin} "
                 f"({state.settings.gate} mode)"
             )
-            lines += [f"k3conformance: {line}" for line in _sequential_plan(state.baseline, state.settings)]
+            lines += [f"k3conformance: {line}" for line in _sequential_plan(state.baseline_views, state.settings)]
             if state.settings.sequential and state.role == "controller":
                 lines.append(
                     "k3conformance: sequential gating runs in a single process only: under xdist the run is fixed-size"

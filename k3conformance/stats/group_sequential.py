@@ -17,10 +17,10 @@ change is −m: the fixed-size gate's statistic (statistics.tango_statistic), wi
 of an item of continuity correction. Without it, with few discordant items the statistic's
 lattice puts more than the spent alpha beyond the FAIL bounds: at 3% discordant items and
 a 600-item cap, an exact computation gives 5.5% FAIL at the margin against the 4.5% spent
-(6.4% was simulated); with it, 4.9% (tests/test_sequential.py computes it). Its variance is estimated under the null, not assumed: the test needs no
+(6.4% was simulated); with it, 4.9% (tests/unit/gate/sequential/test_sequential.py computes it). Its variance is estimated under the null, not assumed: the test needs no
 discordance to be known, which is what makes it valid when two layouts disagree on 3% of
 items as well as on 25% (a Wald SPRT on the discordant pairs that assumes a discordance is
-not: tests/test_sequential_calibration.py shows it failing healthy deployments). Items with
+not: tests/unit/stats/test_sequential_calibration.py shows it failing healthy deployments). Items with
 several samples use the paired t statistic of the item means against −m, with each bound
 moved to the t quantile of the same one-sided level.
 
@@ -57,7 +57,7 @@ from scipy import optimize, stats
 from k3conformance.stats.paired import FAIL, INCONCLUSIVE, PASS, ItemTotals, Verdict, tango_statistic
 
 # Grid points per look of the numerical integration; error of the crossing probabilities
-# under 1e-5 against the closed form at one look (tests/test_sequential.py).
+# under 1e-5 against the closed form at one look (tests/unit/gate/sequential/test_sequential.py).
 _GRID_POINTS = 401
 # Standard deviations of the Brownian motion the grid covers below/above its mean.
 _GRID_SPAN = 8.0
@@ -264,7 +264,7 @@ def round_fractions(sizes: Sequence[int], max_items: int, rounds: Sequence[int],
     """Information fractions of item looks at rounds[0] samples per item, then one look per later round at
     every item. D(n, s), the mean of d over the first n items at s samples, has variance v(s)/n; with
     samples nested (a round reuses the earlier rounds' samples) Cov(D(n_j, s_j), D(n_k, s_k)) = Var D(n_k, s_k)
-    for n_j ≤ n_k, s_j ≤ s_k: independent increments at information 1/Var (tests/test_sequential_rounds.py
+    for n_j ≤ n_k, s_j ≤ s_k: independent increments at information 1/Var (tests/unit/gate/sequential/test_sequential_rounds.py
     checks it by simulation), so spending_bounds applies at t = I_look / I_last."""
     last = variance.at(rounds[-1])
     item_looks = [size / max_items * last / variance.at(rounds[0]) for size in sizes]

@@ -15,7 +15,7 @@ may lose without anyone caring):
   17:891, with a quarter-item continuity correction) rejects at alpha: its variance uses the maximum-likelihood estimate constrained
   to a change of exactly -m, which keeps the wrong-PASS rate at or under alpha at every
   share of discordant items (the unconstrained Wald interval reached 13% at 3% discordant
-  items; tests/test_gate_calibration.py enumerates it exactly). With several samples per
+  items; tests/unit/gate/test_gate_calibration.py enumerates it exactly). With several samples per
   item, a plain paired t test on the item means (standard error clustered by item).
 - FAIL: the data show a loss larger than the margin: the test of H0 "change >= -m" rejects
   at alpha AND the upper bound of the interval is below -m. With one binary sample per item

@@ -3,7 +3,7 @@
 `builtin` is ours (pure Python, always there). `sglang` runs SGLang's own `kimi_k3`
 reasoning and tool-call detectors (the `sglang-parsers` extra), `vllm` vLLM's (the `vllm-parsers`
 extra). The reference deployment
-renders what the model says as raw text (raw_output.py) and lets the profile's parser read
+renders what the model says as raw text (xtml/writer.py) and lets the profile's parser read
 it, so a parsing fault is a fault of the raw text or of the parser's configuration.
 """
 

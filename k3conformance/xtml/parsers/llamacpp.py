@@ -15,7 +15,7 @@ the output is cut (the server sees `max_tokens` reached, as after a real truncat
 
 Only whole outputs can be read this way: the server streams what is generated, and nothing
 of the raw output is generated, so this column has no streaming modes. llama.cpp's streaming
-parse of real tokens is what tests/test_llamacpp.py runs the suites against.
+parse of real tokens is what tests/e2e/test_llamacpp.py runs the suites against.
 
 The request declares the tools the raw output calls, with each argument's type taken from
 its XTML `type` attribute: llama.cpp's parser accepts only declared tools and arguments and

@@ -4,7 +4,7 @@
 `sglang` package is registered as an empty package with its real search path (its
 subpackages are namespace packages and import as usual), and `xgrammar`, which the tool
 detector imports only to build structural tags, is stood in for (see `_xgrammar_stand_in`). Both stand-ins go into `sys.modules` only when the real
-modules are absent from it, and `tests/test_wire_parsers.py` checks the real detector classes load.
+modules are absent from it, and `tests/unit/xtml/test_wire_parsers.py` checks the real detector classes load.
 """
 
 from __future__ import annotations

@@ -1,0 +1,531 @@
+"""Every conformance check fails on a reference deployment that has the fault it claims
+to catch, with the layer it names, and the checks unrelated to that fault pass.
+
+Each profile is tp8 plus one real serving bug (see `k3conformance/reference/profiles.py`).
+The expected failures per profile are exact: the target check, and the checks that the
+same fault legitimately breaks too (an empty `content` also loses the structured output,
+for instance). A new failure anywhere else is a regression in a check or a profile.
+"""
+
+from __future__ import annotations
+
+import pytest
+from run_files import check_name, copy_suites, outcomes
+
+# profile -> (the check it exists to trip, the layer that check must name)
+TARGETS: dict[str, tuple[str, str]] = {
+    "arguments-cut-at-marker": ("tool_calls/calls_match_expected[plain]", "parser"),
+    "content-before-reasoning": ("reasoning/stream_reasoning_before_content", "parser"),
+    "double-finish": ("reasoning/stream_one_finish_frame", "api"),
+    "drops-reasoning-history": ("reasoning/multi_turn_with_reasoning_history[plain]", "api"),
+    "duplicate-tool-ids": ("tool_calls/tool_call_ids[plain]", "parser"),
+    "dynamic-tools-ignored": ("tool_calls/dynamic_tools_called[plain]", "api"),
+    "dynamic-tools-leading-only": ("tool_calls/dynamic_tools_called[plain]", "api"),
+    "json-output-indented": ("structured_output/json_schema_output_compact[plain]", "api"),
+    "dynamic-tools-unvalidated": ("request_validation/malformed_dynamic_tools_rejected[plain]", "api"),
+    "eager-tool-calls": ("tool_calls/irrelevant_prompt_makes_no_call[plain]", "model"),
+    "effort-ignored": ("reasoning/effort_orders_reasoning_length[plain]", "api"),
+    "effort-precedence-inverted": ("reasoning/effort_field_wins_over_reasoning_effort", "api"),
+    "empty-content": ("reasoning/answer_follows_reasoning[plain]", "parser"),
+    "empty-tool-calls": ("tool_calls/finish_reason_matches_tool_calls[plain]", "parser"),
+    "hallucinated-tool-name": ("tool_calls/arguments_match_schema[plain]", "parser"),
+    "k2-think-tags": ("reasoning/no_markup_leaks[plain]", "parser"),
+    "length-reported-as-stop": ("reasoning/truncation_reported_as_length[plain]", "api"),
+    "lenient-validation": ("request_validation/invalid_request_rejected[plain]", "api"),
+    "message-close-leak": ("reasoning/no_markup_leaks[stream]", "parser"),
+    "no-done-marker": ("smoke/streaming_matches_non_streaming", "api"),
+    "no-reasoning-parser": ("reasoning/reasoning_present[plain]", "parser"),
+    "no-stream-usage": ("reasoning/stream_usage_frame", "api"),
+    "null-reasoning-stream": ("reasoning/stream_reasoning_not_nulled", "parser"),
+    "numeric-strings-coerced": ("tool_calls/arguments_match_schema[plain]", "model"),
+    "own-sampling-defaults": ("request_validation/omitted_sampling_parameters_default_to_k3[plain]", "api"),
+    "parallel-index-collision": ("tool_calls/parallel_calls[stream]", "parser"),
+    "prefix-cache-corruption": ("state_consistency/prefix_reuse_keeps_answers[plain]", "model"),
+    "prompt-tokens-exclude-tools": ("prompt_tokens/prompt_tokens_match_tokenizer[plain]", "api"),
+    "raw-stop-token": ("reasoning/answer_follows_reasoning[plain]", "api"),
+    "reasoning-effort-dropped": ("reasoning/reasoning_effort_alone_applied", "api"),
+    "reasoning-field-vllm": ("reasoning/reasoning_present[plain]", "parser"),
+    "rejects-reasoning-history": ("reasoning/multi_turn_with_reasoning_history[plain]", "api"),
+    "rejects-tool-choice-without-tools": ("request_validation/tool_choice_without_tools_accepted[plain]", "api"),
+    "required-without-tools-accepted": ("request_validation/invalid_request_rejected[plain]", "api"),
+    "response-format-ignored": ("structured_output/response_format_json_schema[plain]", "api"),
+    "response-format-unvalidated": ("request_validation/malformed_response_format_rejected[plain]", "api"),
+    "reused-tool-ids": ("tool_calls/round_trip_uses_tool_result[plain]", "parser"),
+    "sampling-params-unlocked": ("request_validation/locked_sampling_parameters_rejected[plain]", "api"),
+    "schema-constraints-dropped": ("tool_schemas/tool_call_arguments_match_schema[plain]", "model"),
+    "stream-repeats-tool-name": ("tool_calls/streaming_matches_non_streaming", "parser"),
+    "strict-history-ids": ("tool_calls/history_from_other_clients[plain]", "api"),
+    "stringified-arguments": ("tool_calls/arguments_match_schema[plain]", "parser"),
+    "thinking-disable-ignored": ("reasoning/thinking_disabled[plain]", "api"),
+    "tool-choice-named-ignored": ("tool_calls/tool_choice_named[plain]", "api"),
+    "tool-choice-none-ignored": ("tool_calls/tool_choice_none[plain]", "api"),
+    "tokens-after-eos": ("smoke/chat_round_trip", "api"),
+    "tool-choice-required-ignored": ("tool_calls/tool_choice_required[plain]", "api"),
+    "unparsed-arguments": ("tool_calls/calls_match_expected[plain]", "parser"),
+    "usage-excludes-reasoning": ("reasoning/usage_counts_reasoning[plain]", "api"),
+    "usage-ignores-reasoning": ("reasoning/usage_counts_reasoning[plain]", "api"),
+    "validation-500": ("request_validation/invalid_request_rejected[plain]", "api"),
+    "xtml-tools-without-tools": ("tool_calls/no_tool_markup_in_content[plain]", "parser"),
+}
+
+# profile -> every check (suite/check[mode]) that fails on it
+EXPECTED_FAILURES: dict[str, set[str]] = {
+    "arguments-cut-at-marker": {
+        "tool_calls/calls_match_expected[plain]",
+        "tool_calls/calls_match_expected[stream]",
+    },
+    "content-before-reasoning": {
+        "reasoning/stream_reasoning_before_content",
+    },
+    "double-finish": {
+        "reasoning/stream_one_finish_frame",
+        "reasoning/truncation_reported_as_length[stream]",
+        "smoke/streaming_matches_non_streaming",
+        "tool_calls/finish_reason_matches_tool_calls[stream]",
+        "tool_calls/streaming_matches_non_streaming",
+    },
+    "drops-reasoning-history": {
+        "reasoning/keep_all_answer_uses_history_reasoning[plain]",
+        "reasoning/keep_all_answer_uses_history_reasoning[stream]",
+        "reasoning/keep_all_counts_history_reasoning[plain]",
+        "reasoning/keep_all_counts_history_reasoning[stream]",
+        "reasoning/multi_turn_with_reasoning_history[plain]",
+        "reasoning/multi_turn_with_reasoning_history[stream]",
+    },
+    "duplicate-tool-ids": {
+        "tool_calls/parallel_calls[plain]",
+        "tool_calls/parallel_calls[stream]",
+        "tool_calls/tool_call_ids[plain]",
+        "tool_calls/tool_call_ids[stream]",
+    },
+    "dynamic-tools-ignored": {
+        "request_validation/malformed_dynamic_tools_rejected[plain]",
+        "request_validation/malformed_dynamic_tools_rejected[stream]",
+        "tool_calls/dynamic_tools_called[plain]",
+        "tool_calls/dynamic_tools_called[stream]",
+    },
+    "dynamic-tools-leading-only": {
+        "tool_calls/dynamic_tools_called[plain]",
+        "tool_calls/dynamic_tools_called[stream]",
+    },
+    "json-output-indented": {
+        "structured_output/json_schema_output_compact[plain]",
+        "structured_output/json_schema_output_compact[stream]",
+    },
+    "dynamic-tools-unvalidated": {
+        "request_validation/malformed_dynamic_tools_rejected[plain]",
+        "request_validation/malformed_dynamic_tools_rejected[stream]",
+    },
+    "eager-tool-calls": {
+        "bfcl/calls_match_ground_truth[plain]",
+        "bfcl/calls_match_ground_truth[stream]",
+        "tool_calls/history_from_other_clients[plain]",
+        "tool_calls/history_from_other_clients[stream]",
+        "tool_calls/irrelevant_prompt_makes_no_call[plain]",
+        "tool_calls/irrelevant_prompt_makes_no_call[stream]",
+        "tool_calls/round_trip_uses_tool_result[plain]",
+        "tool_calls/round_trip_uses_tool_result[stream]",
+    },
+    "effort-ignored": {
+        "reasoning/effort_field_wins_over_reasoning_effort",
+        "reasoning/effort_omitted_means_max",
+        "reasoning/effort_orders_reasoning_length[plain]",
+        "reasoning/effort_orders_reasoning_length[stream]",
+        "reasoning/effort_parameter_applied",
+        "reasoning/reasoning_effort_alone_applied",
+    },
+    "effort-precedence-inverted": {
+        "reasoning/effort_field_wins_over_reasoning_effort",
+    },
+    "empty-content": {
+        "reasoning/answer_follows_reasoning[plain]",
+        "reasoning/answer_follows_reasoning[stream]",
+        "reasoning/keep_all_answer_uses_history_reasoning[plain]",
+        "reasoning/keep_all_answer_uses_history_reasoning[stream]",
+        "reasoning/multi_turn_with_reasoning_history[plain]",
+        "reasoning/multi_turn_with_reasoning_history[stream]",
+        "request_validation/tool_choice_without_tools_accepted[plain]",
+        "request_validation/tool_choice_without_tools_accepted[stream]",
+        "smoke/chat_round_trip",
+        "smoke/streaming_matches_non_streaming",
+        "state_consistency/continued_history_keeps_answers[plain]",
+        "state_consistency/continued_history_keeps_answers[stream]",
+        "state_consistency/prefix_reuse_keeps_answers[plain]",
+        "state_consistency/prefix_reuse_keeps_answers[stream]",
+        "structured_output/response_format_json_object[plain]",
+        "structured_output/response_format_json_object[stream]",
+        "structured_output/response_format_json_schema[plain]",
+        "structured_output/response_format_json_schema[stream]",
+        "structured_output/response_format_json_schema_non_strict[plain]",
+        "structured_output/response_format_json_schema_non_strict[stream]",
+        "structured_output/response_format_text[plain]",
+        "structured_output/response_format_text[stream]",
+        "tool_calls/history_from_other_clients[plain]",
+        "tool_calls/history_from_other_clients[stream]",
+        "tool_calls/round_trip_uses_tool_result[plain]",
+        "tool_calls/round_trip_uses_tool_result[stream]",
+    },
+    "empty-tool-calls": {
+        "bfcl/calls_match_ground_truth[plain]",
+        "bfcl/calls_match_ground_truth[stream]",
+        "tool_calls/calls_match_expected[plain]",
+        "tool_calls/calls_match_expected[stream]",
+        "tool_calls/dynamic_tools_called[plain]",
+        "tool_calls/dynamic_tools_called[stream]",
+        "tool_calls/finish_reason_matches_tool_calls[plain]",
+        "tool_calls/finish_reason_matches_tool_calls[stream]",
+        "tool_calls/no_tool_markup_in_content[plain]",
+        "tool_calls/no_tool_markup_in_content[stream]",
+        "tool_calls/parallel_calls[plain]",
+        "tool_calls/parallel_calls[stream]",
+        "tool_calls/round_trip_uses_tool_result[plain]",
+        "tool_calls/round_trip_uses_tool_result[stream]",
+        "tool_calls/tool_choice_named[plain]",
+        "tool_calls/tool_choice_named[stream]",
+        "tool_calls/tool_choice_required[plain]",
+        "tool_calls/tool_choice_required[stream]",
+        "tool_schemas/tool_call_arguments_match_schema[plain]",
+        "tool_schemas/tool_call_arguments_match_schema[stream]",
+    },
+    "hallucinated-tool-name": {
+        "bfcl/calls_match_ground_truth[plain]",
+        "bfcl/calls_match_ground_truth[stream]",
+        "tool_calls/arguments_match_schema[plain]",
+        "tool_calls/arguments_match_schema[stream]",
+        "tool_calls/calls_match_expected[plain]",
+        "tool_calls/calls_match_expected[stream]",
+        "tool_calls/dynamic_tools_called[plain]",
+        "tool_calls/dynamic_tools_called[stream]",
+        "tool_calls/tool_choice_named[plain]",
+        "tool_calls/tool_choice_named[stream]",
+        "tool_schemas/tool_call_arguments_match_schema[plain]",
+        "tool_schemas/tool_call_arguments_match_schema[stream]",
+    },
+    "k2-think-tags": {
+        "reasoning/no_markup_leaks[plain]",
+        "reasoning/no_markup_leaks[stream]",
+    },
+    "length-reported-as-stop": {
+        "reasoning/truncation_reported_as_length[plain]",
+        "reasoning/truncation_reported_as_length[stream]",
+    },
+    "lenient-validation": {
+        "request_validation/invalid_request_rejected[plain]",
+        "request_validation/invalid_request_rejected[stream]",
+        "request_validation/malformed_dynamic_tools_rejected[plain]",
+        "request_validation/malformed_dynamic_tools_rejected[stream]",
+    },
+    "message-close-leak": {
+        "reasoning/no_markup_leaks[stream]",
+        "smoke/streaming_matches_non_streaming",
+        "structured_output/response_format_json_object[stream]",
+        "structured_output/response_format_json_schema[stream]",
+        "structured_output/response_format_json_schema_non_strict[stream]",
+        "tool_calls/no_tool_markup_in_content[stream]",
+        "tool_calls/round_trip_uses_tool_result[stream]",
+    },
+    "no-done-marker": {
+        "smoke/streaming_matches_non_streaming",
+    },
+    "no-reasoning-parser": {
+        "reasoning/effort_field_wins_over_reasoning_effort",
+        "reasoning/effort_omitted_means_max",
+        "reasoning/effort_orders_reasoning_length[plain]",
+        "reasoning/effort_orders_reasoning_length[stream]",
+        "reasoning/multi_turn_with_reasoning_history[plain]",
+        "reasoning/multi_turn_with_reasoning_history[stream]",
+        "reasoning/effort_parameter_applied",
+        "reasoning/no_markup_leaks[plain]",
+        "reasoning/no_markup_leaks[stream]",
+        "reasoning/reasoning_effort_alone_applied",
+        "reasoning/reasoning_present[plain]",
+        "reasoning/reasoning_present[stream]",
+        "smoke/chat_round_trip",
+        "smoke/streaming_matches_non_streaming",
+        "structured_output/response_format_json_object[plain]",
+        "structured_output/response_format_json_object[stream]",
+        "structured_output/response_format_json_schema[plain]",
+        "structured_output/response_format_json_schema[stream]",
+        "structured_output/response_format_json_schema_non_strict[plain]",
+        "structured_output/response_format_json_schema_non_strict[stream]",
+        "tool_calls/no_tool_markup_in_content[plain]",
+        "tool_calls/no_tool_markup_in_content[stream]",
+        "tool_calls/round_trip_uses_tool_result[plain]",
+        "tool_calls/round_trip_uses_tool_result[stream]",
+    },
+    "no-stream-usage": {
+        "prompt_tokens/prompt_tokens_match_tokenizer[stream]",
+        "reasoning/keep_all_counts_history_reasoning[stream]",
+        "reasoning/stream_usage_frame",
+        "reasoning/usage_counts_reasoning[stream]",
+        "smoke/usage_reported",
+    },
+    "null-reasoning-stream": {
+        "reasoning/effort_orders_reasoning_length[stream]",
+        "reasoning/reasoning_present[stream]",
+        "reasoning/stream_reasoning_not_nulled",
+        "smoke/streaming_matches_non_streaming",
+    },
+    "numeric-strings-coerced": {
+        "bfcl/calls_match_ground_truth[plain]",
+        "bfcl/calls_match_ground_truth[stream]",
+        "tool_calls/arguments_match_schema[plain]",
+        "tool_calls/arguments_match_schema[stream]",
+        "tool_calls/calls_match_expected[plain]",
+        "tool_calls/calls_match_expected[stream]",
+    },
+    "own-sampling-defaults": {
+        "request_validation/omitted_sampling_parameters_default_to_k3[plain]",
+        "request_validation/omitted_sampling_parameters_default_to_k3[stream]",
+    },
+    "parallel-index-collision": {
+        "bfcl/calls_match_ground_truth[stream]",
+        "tool_calls/arguments_match_schema[stream]",
+        "tool_calls/calls_match_expected[stream]",
+        "tool_calls/parallel_calls[stream]",
+        "tool_calls/streaming_matches_non_streaming",
+    },
+    "prefix-cache-corruption": {
+        "state_consistency/continued_history_keeps_answers[plain]",
+        "state_consistency/continued_history_keeps_answers[stream]",
+        "state_consistency/prefix_reuse_keeps_answers[plain]",
+        "state_consistency/prefix_reuse_keeps_answers[stream]",
+    },
+    "prompt-tokens-exclude-tools": {
+        "prompt_tokens/prompt_tokens_match_tokenizer[plain]",
+        "prompt_tokens/prompt_tokens_match_tokenizer[stream]",
+    },
+    "raw-stop-token": {
+        "reasoning/answer_follows_reasoning[plain]",
+        "reasoning/answer_follows_reasoning[stream]",
+        "reasoning/multi_turn_with_reasoning_history[plain]",
+        "reasoning/multi_turn_with_reasoning_history[stream]",
+        "request_validation/tool_choice_without_tools_accepted[plain]",
+        "request_validation/tool_choice_without_tools_accepted[stream]",
+        "smoke/chat_round_trip",
+        "smoke/streaming_matches_non_streaming",
+        "structured_output/response_format_json_object[plain]",
+        "structured_output/response_format_json_object[stream]",
+        "structured_output/response_format_json_schema[plain]",
+        "structured_output/response_format_json_schema[stream]",
+        "structured_output/response_format_json_schema_non_strict[plain]",
+        "structured_output/response_format_json_schema_non_strict[stream]",
+        "structured_output/response_format_text[plain]",
+        "structured_output/response_format_text[stream]",
+    },
+    "reasoning-effort-dropped": {
+        "reasoning/reasoning_effort_alone_applied",
+    },
+    "reasoning-field-vllm": {
+        "reasoning/reasoning_present[plain]",
+        "reasoning/reasoning_present[stream]",
+    },
+    "rejects-reasoning-history": {
+        "prompt_tokens/prompt_tokens_match_tokenizer[plain]",
+        "prompt_tokens/prompt_tokens_match_tokenizer[stream]",
+        "reasoning/keep_all_answer_uses_history_reasoning[plain]",
+        "reasoning/keep_all_answer_uses_history_reasoning[stream]",
+        "reasoning/keep_all_counts_history_reasoning[plain]",
+        "reasoning/keep_all_counts_history_reasoning[stream]",
+        "reasoning/multi_turn_with_reasoning_history[plain]",
+        "reasoning/multi_turn_with_reasoning_history[stream]",
+        "state_consistency/continued_history_keeps_answers[plain]",
+        "state_consistency/continued_history_keeps_answers[stream]",
+        "tool_calls/round_trip_uses_tool_result[plain]",
+        "tool_calls/round_trip_uses_tool_result[stream]",
+    },
+    "rejects-tool-choice-without-tools": {
+        "request_validation/tool_choice_without_tools_accepted[plain]",
+        "request_validation/tool_choice_without_tools_accepted[stream]",
+    },
+    "required-without-tools-accepted": {
+        "request_validation/invalid_request_rejected[plain]",
+        "request_validation/invalid_request_rejected[stream]",
+    },
+    "response-format-ignored": {
+        "structured_output/response_format_json_object[plain]",
+        "structured_output/response_format_json_object[stream]",
+        "structured_output/response_format_json_schema[plain]",
+        "structured_output/response_format_json_schema[stream]",
+        "structured_output/response_format_json_schema_non_strict[plain]",
+        "structured_output/response_format_json_schema_non_strict[stream]",
+    },
+    "response-format-unvalidated": {
+        "request_validation/malformed_response_format_rejected[plain]",
+        "request_validation/malformed_response_format_rejected[stream]",
+    },
+    "reused-tool-ids": {
+        "tool_calls/round_trip_uses_tool_result[plain]",
+        "tool_calls/round_trip_uses_tool_result[stream]",
+    },
+    "sampling-params-unlocked": {
+        "request_validation/locked_sampling_parameters_rejected[plain]",
+        "request_validation/locked_sampling_parameters_rejected[stream]",
+    },
+    "schema-constraints-dropped": {
+        "tool_schemas/tool_call_arguments_match_schema[plain]",
+        "tool_schemas/tool_call_arguments_match_schema[stream]",
+    },
+    "stream-repeats-tool-name": {
+        "tool_calls/streaming_matches_non_streaming",
+    },
+    "strict-history-ids": {
+        "prompt_tokens/prompt_tokens_match_tokenizer[plain]",
+        "prompt_tokens/prompt_tokens_match_tokenizer[stream]",
+        "tool_calls/history_from_other_clients[plain]",
+        "tool_calls/history_from_other_clients[stream]",
+    },
+    "stringified-arguments": {
+        "bfcl/calls_match_ground_truth[plain]",
+        "bfcl/calls_match_ground_truth[stream]",
+        "tool_calls/arguments_match_schema[plain]",
+        "tool_calls/arguments_match_schema[stream]",
+        "tool_calls/calls_match_expected[plain]",
+        "tool_calls/calls_match_expected[stream]",
+        "tool_calls/dynamic_tools_called[plain]",
+        "tool_calls/dynamic_tools_called[stream]",
+        "tool_schemas/tool_call_arguments_match_schema[plain]",
+        "tool_schemas/tool_call_arguments_match_schema[stream]",
+    },
+    "thinking-disable-ignored": {
+        "reasoning/thinking_disabled[plain]",
+        "reasoning/thinking_disabled[stream]",
+    },
+    "tool-choice-named-ignored": {
+        "request_validation/invalid_request_rejected[plain]",
+        "request_validation/invalid_request_rejected[stream]",
+        "tool_calls/tool_choice_named[plain]",
+        "tool_calls/tool_choice_named[stream]",
+    },
+    "tool-choice-none-ignored": {
+        "tool_calls/tool_choice_none[plain]",
+        "tool_calls/tool_choice_none[stream]",
+    },
+    "tokens-after-eos": {
+        "smoke/chat_round_trip",
+        "smoke/streaming_matches_non_streaming",
+        "structured_output/response_format_json_object[plain]",
+        "structured_output/response_format_json_object[stream]",
+        "structured_output/response_format_json_schema[plain]",
+        "structured_output/response_format_json_schema[stream]",
+        "structured_output/response_format_json_schema_non_strict[plain]",
+        "structured_output/response_format_json_schema_non_strict[stream]",
+    },
+    "tool-choice-required-ignored": {
+        "tool_calls/dynamic_tools_called[plain]",
+        "tool_calls/dynamic_tools_called[stream]",
+        "tool_calls/round_trip_uses_tool_result[plain]",
+        "tool_calls/round_trip_uses_tool_result[stream]",
+        "tool_calls/tool_choice_required[plain]",
+        "tool_calls/tool_choice_required[stream]",
+    },
+    "unparsed-arguments": {
+        "bfcl/calls_match_ground_truth[plain]",
+        "bfcl/calls_match_ground_truth[stream]",
+        "tool_calls/arguments_match_schema[plain]",
+        "tool_calls/arguments_match_schema[stream]",
+        "tool_calls/calls_match_expected[plain]",
+        "tool_calls/calls_match_expected[stream]",
+        "tool_calls/dynamic_tools_called[plain]",
+        "tool_calls/dynamic_tools_called[stream]",
+        "tool_schemas/tool_call_arguments_match_schema[plain]",
+        "tool_schemas/tool_call_arguments_match_schema[stream]",
+    },
+    "usage-excludes-reasoning": {
+        "reasoning/usage_counts_reasoning[plain]",
+        "reasoning/usage_counts_reasoning[stream]",
+    },
+    "usage-ignores-reasoning": {
+        "reasoning/usage_counts_reasoning[plain]",
+        "reasoning/usage_counts_reasoning[stream]",
+    },
+    "validation-500": {
+        "request_validation/invalid_request_rejected[plain]",
+        "request_validation/invalid_request_rejected[stream]",
+        "request_validation/malformed_dynamic_tools_rejected[plain]",
+        "request_validation/malformed_dynamic_tools_rejected[stream]",
+    },
+    "xtml-tools-without-tools": {
+        "tool_calls/no_tool_markup_in_content[plain]",
+        "tool_calls/no_tool_markup_in_content[stream]",
+    },
+}
+# Checks besides the target whose layer matters: a leak of the reasoning parser must be
+# blamed on the parser wherever it breaks something, not on the API or the model.
+ALSO_BLAMED: dict[str, dict[str, str]] = {
+    "no-reasoning-parser": {
+        "smoke/chat_round_trip": "parser",
+        "structured_output/response_format_json_schema[plain]": "parser",
+        "structured_output/response_format_json_schema[stream]": "parser",
+    },
+    "message-close-leak": {"smoke/streaming_matches_non_streaming": "parser"},
+    "unparsed-arguments": {"tool_calls/calls_match_expected[stream]": "parser"},
+}
+# Profiles whose fault only strict mode or vendor mode treats as one; tp8 runs in vendor
+# mode so that the vendor checks are shown to pass on it too.
+EXTRA_ARGUMENTS = {
+    "reasoning-field-vllm": ["--k3-strict-reasoning-field"],
+    "sampling-params-unlocked": ["--k3-vendor"],
+    "own-sampling-defaults": ["--k3-vendor"],
+    "json-output-indented": ["--k3-vendor"],
+    "tp8": ["--k3-vendor"],
+}
+
+
+@pytest.fixture
+def suites_project(pytester: pytest.Pytester) -> pytest.Pytester:
+    copy_suites(pytester.path)
+    return pytester
+
+
+def run_suites(project: pytest.Pytester, profile: str) -> list[dict[str, object]]:
+    project.runpytest_subprocess(
+        "--k3-endpoint",
+        f"reference:{profile}",
+        "--k3-results-dir",
+        "out",
+        "--k3-backoff",
+        "0",
+        "--k3-retries",
+        "0",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        *EXTRA_ARGUMENTS.get(profile, []),
+    )
+    return outcomes(project.path / "out")
+
+
+def test_every_fault_profile_is_covered() -> None:
+    from k3conformance.reference.profiles import profiles_of_kind
+
+    assert set(TARGETS) == set(EXPECTED_FAILURES) == set(profiles_of_kind("conformance"))
+    for profile, (check, _) in TARGETS.items():
+        assert check in EXPECTED_FAILURES[profile], profile
+
+
+def test_every_check_is_proven_by_some_profile(suites_project: pytest.Pytester) -> None:
+    records = run_suites(suites_project, "tp8")
+    checks = {check_name(outcome) for outcome in records}
+    assert all(outcome["outcome"] == "passed" for outcome in records), "the healthy profile must pass everything"
+    proven = set().union(*EXPECTED_FAILURES.values())
+    assert checks - proven == set(), "these checks fail on no fault profile: they are not shown to catch anything"
+
+
+@pytest.mark.parametrize("profile", sorted(TARGETS))
+def test_fault_profile_fails_its_checks_and_only_those(suites_project: pytest.Pytester, profile: str) -> None:
+    records = run_suites(suites_project, profile)
+    assert records, "the suites did not run"
+    not_scored = {check_name(outcome) for outcome in records if outcome["outcome"] not in ("passed", "failed")}
+    assert not_scored == set(), "a fault must show as a failed check, not an error"
+    failing = {check_name(outcome) for outcome in records if outcome["outcome"] == "failed"}
+    assert failing == EXPECTED_FAILURES[profile]
+    target, layer = TARGETS[profile]
+    layers = {
+        outcome["layer"] for outcome in records if outcome["outcome"] == "failed" and check_name(outcome) == target
+    }
+    assert layers == {layer}
+    for check, blamed in ALSO_BLAMED.get(profile, {}).items():
+        assert {o["layer"] for o in records if o["outcome"] == "failed" and check_name(o) == check} == {blamed}, check
+    message = next(str(o["message"]) for o in records if o["outcome"] == "failed" and check_name(o) == target)
+    assert message.startswith(f"[layer: {layer}] expected ") and "; got: " in message
