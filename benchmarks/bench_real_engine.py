@@ -64,6 +64,7 @@ CELLS: tuple[Cell, ...] = (
     Cell("KV cache q8_0", "equivalent", ("flash_attention=on", "kv_cache=q8_0")),
     Cell("weights noise 0.01", "regression", noise=0.01),
     Cell("weights noise 0.02", "regression", noise=0.02),
+    Cell("weights noise 0.03", "regression", noise=0.03),
     Cell("weights noise 0.05", "regression", noise=0.05),
     Cell("weights noise 0.1", "regression", noise=0.1),
     Cell("weights noise 0.2", "regression", noise=0.2),
