@@ -50,7 +50,11 @@ def slow_reference() -> Iterator[RunningServer]:
 # not help here: xdist 3.8 marks a group by rewriting `item._nodeid`, which pytest 9 no longer
 # reads. So under `load` the scheduler puts these modules into one scope (one worker, in
 # collection order) and every other test into its own, which `load` amounts to.
-LLAMACPP_MODULES = ("tests/e2e/test_llamacpp.py::", "tests/e2e/test_llamacpp_k3.py::")
+LLAMACPP_MODULES = (
+    "tests/e2e/test_llamacpp.py::",
+    "tests/e2e/test_llamacpp_k3.py::",
+    "tests/e2e/test_llamacpp_gate.py::",
+)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -54,7 +54,13 @@ def test_every_test_calls_the_check_named_like_it(suite_file: str) -> None:
 
 def test_every_suite_file_is_known() -> None:
     """A new suite file is either a conformance suite (listed, with checks) or an accuracy suite."""
-    accuracy = {"test_coding.py", "test_math.py", "test_long_context.py", "test_agentic_coding.py"}
+    accuracy = {
+        "test_coding.py",
+        "test_math.py",
+        "test_long_context.py",
+        "test_agentic_coding.py",
+        "test_small_model.py",
+    }
     found = {path.name for path in (REPO / "suites").glob("test_*.py")}
     assert found - accuracy == set(CHECKED_SUITES)
 

