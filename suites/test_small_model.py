@@ -11,7 +11,7 @@ flexible match), long ones on the whole run of numbers. An accuracy suite: a wro
 a data point for the gate, not a failed test.
 
 Logic: `k3conformance/datasets/small_model_items.py` (the generator and its seed),
-`k3conformance/scoring/number_runs.py`.
+`k3conformance/scoring/long_answers.py`.
 """
 
 from __future__ import annotations
