@@ -129,7 +129,9 @@ def _simulated(summaries: tuple[Mapping[str, Any], ...]) -> bool:
 
 def text_report(result: GateResult, *summaries: Mapping[str, Any]) -> list[str]:
     lines = [
-        f"gate: {result.verdict} — {result.candidate} against the baseline {result.baseline} ({result.settings.mode} mode)"
+        f"gate: {result.verdict} — {result.candidate} against the baseline {result.baseline} "
+        f"({result.settings.mode_line})",
+        f"  {result.settings.policy_line()}",
     ]
     lines += [f"  {reason}" for reason in result.reasons]
     for title, block in _sections(result, "simple"):
@@ -144,10 +146,9 @@ def markdown_report(result: GateResult, *summaries: Mapping[str, Any]) -> str:
     lines = [
         f"## k3conformance gate: **{result.verdict}**",
         "",
-        (
-            f"Candidate `{result.candidate}` against the baseline `{result.baseline}`, {result.settings.mode} mode, "
-            f"one-sided α = {result.settings.alpha}."
-        ),
+        (f"Candidate `{result.candidate}` against the baseline `{result.baseline}`, {result.settings.mode_line}."),
+        "",
+        f"The {result.settings.policy_line()}.",
         "",
     ]
     if _simulated(summaries):

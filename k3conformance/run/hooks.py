@@ -53,6 +53,10 @@ def activate(config: pytest.Config) -> RunState:
     if not hasattr(config, "workerinput"):
         check_separate_path_values(config)
     settings = resolve_settings(config)
+    if not hasattr(config, "workerinput"):
+        from k3conformance.run.admission import refuse_subset_up_front
+
+        refuse_subset_up_front(config, settings)
     _check_reference_profile(settings)
     state = RunState.for_process(config, settings)
     config.stash[STASH_KEY] = state
@@ -171,7 +175,7 @@ def _run_gate(state: RunState, summary: RunSummary) -> GateResult:
     if state.sequential is not None:
         from k3conformance.gate.sequential.apply import apply_sequential
 
-        apply_sequential(result, state.sequential.to_summary())
+        apply_sequential(result, state.sequential.to_summary(), state.baseline)
     if state.run_dir.is_dir():
         write_reports(result, state.run_dir, state.baseline.summary, summary)
     return result
@@ -244,6 +248,7 @@ class RunHooks:
         if not settings.vendor:
             deselected = [item for item in items if vendor_only(item)]
             items[:] = [item for item in items if not vendor_only(item)]
+            self.state.vendor_deselected += len(deselected)
         if settings.limit is not None:
             kept, dropped = limited(items, [probe_of(item) for item in items], settings.limit, settings.seed)
             items[:] = kept
@@ -342,6 +347,15 @@ class RunHooks:
             state.gate_result = _run_gate(state, summary)
             if state.gate_result.fails():
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if state.settings.save_baseline:
+            from k3conformance.run.admission import end_reasons
+
+            state.baseline_refused = end_reasons(summary, state.gate_result)
+            if state.baseline_refused:
+                # Kept as a run, not as a baseline; the session fails, so no pipeline goes on as if it were one.
+                state.write_summary(state.status, int(exitstatus))
+                if session.exitstatus == pytest.ExitCode.OK:
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """Print the suite and check tables, the requests, the run folder and the gate."""
@@ -374,6 +388,12 @@ class RunHooks:
         write(f"run {state.run_dir.name} ({state.status}): records in {state.run_dir}")
         if state.status != STATUS_COMPLETE:
             write("the run is not complete: rerun with --k3-resume to send only the missing requests", yellow=True)
+        if state.baseline_refused:
+            write(
+                f"NOT stored as a baseline of shape {state.shape} (--k3-save-baseline): "
+                + "; ".join(state.baseline_refused),
+                red=True,
+            )
         if state.gate_result is not None:
             self._write_gate(terminalreporter, state.gate_result)
         elif state.baseline is not None:
