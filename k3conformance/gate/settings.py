@@ -5,6 +5,7 @@ cannot drift apart. Margins are in points, as the user writes them."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +66,25 @@ class GateSettings:
             "min_coverage": self.min_coverage,
             "allow_differences": list(self.allow_differences),
         }
+
+    def weaker_than(self, stored: Mapping[str, Any]) -> list[str]:
+        """How this policy is weaker than one stored with a baseline (`policy()`), one entry each."""
+        weaker = []
+        for name, bigger_is_weaker in (
+            ("margin", True),
+            ("alpha", True),
+            ("repetition_floor", True),
+            ("truncation_floor", True),
+            ("min_coverage", False),
+        ):
+            theirs, ours = stored.get(name), getattr(self, name)
+            if not isinstance(theirs, (int, float)):
+                continue
+            if (ours > theirs) if bigger_is_weaker else (ours < theirs):
+                weaker.append(f"{name} {ours:g} (the baseline's {theirs:g})")
+        if stored.get("mode") == "strict" and self.gate == "warn":
+            weaker.append("warn mode (the baseline's strict)")
+        return weaker
 
     def policy_line(self) -> str:
         margins = "".join(f", {suite} {points:g}" for suite, points in self.margins)

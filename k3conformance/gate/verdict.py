@@ -248,6 +248,10 @@ def judge(baseline: StoredRun, candidate: StoredRun, settings: GateSettings) -> 
         )
     if not result.accuracy and not _conformance_suites(baseline, candidate):
         findings.append(Finding(INCOMPLETE, "the runs share no suite: nothing was compared"))
+    stored_policy = baseline.summary.get("policy")
+    weaker = settings.weaker_than(stored_policy) if stored_policy else []
+    if weaker:
+        result.notes.append(f"judged under a weaker policy than the baseline's run: {', '.join(weaker)}")
     if _declared_subset(baseline):
         result.notes.append(
             "the baseline is a subset of its datasets' items, stored so on purpose (--k3-subset-baseline): the "

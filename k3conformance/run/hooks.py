@@ -412,8 +412,8 @@ class RunHooks:
             terminalreporter.write_line(line)
         if result.verdict == "INCONCLUSIVE" and not result.fails():
             terminalreporter.write_line(
-                "WARNING: the gate is INCONCLUSIVE (--k3-gate strict would fail the session): see the minimum "
-                "detectable drop above",
+                "WARNING: the gate is INCONCLUSIVE and --k3-gate warn lets the session pass (strict, the default, "
+                "would fail it): see the minimum detectable drop above",
                 yellow=True,
             )
         terminalreporter.write_line(f"gate reports: {self.state.run_dir}/gate.md, gate.json")

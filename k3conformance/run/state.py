@@ -258,6 +258,8 @@ class RunState:
             "server_info": endpoint.server_info if endpoint else None,
             "shape_settings": self.shape_settings(),
             "settings": {name: getattr(self.settings, name) for name in _PROVENANCE_SETTINGS},
+            # The gate's policy in force, stored with a baseline: a later gate under a weaker one says so.
+            "policy": self._policy(),
             "started_at": (earlier or {}).get("started_at", self.started_at),
             "finished_at": None if status == STATUS_RUNNING else utc_now(),
             "sessions": sessions,
@@ -270,6 +272,11 @@ class RunState:
             "pytest": pytest.__version__,
             "platform": sys.platform,
         }
+
+    def _policy(self) -> dict[str, Any]:
+        from k3conformance.gate.settings import GateSettings
+
+        return GateSettings.from_options(self.settings).policy()
 
     def recount_requests(self) -> None:
         """Request counts of this session read back from the records: an interrupted xdist

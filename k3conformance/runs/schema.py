@@ -83,6 +83,8 @@ class _Provenance(TypedDict, total=False):
     baseline_refused: list[str] | None
     # A subset of the items stored as a baseline on purpose (--k3-subset-baseline).
     subset_declared: bool
+    # The gate's policy in force for the run (GateSettings.policy).
+    policy: dict[str, Any]
     selection: Selection
     # Launch arguments and environment the user passed with --k3-server-args.
     launch: dict[str, Any] | None
@@ -212,7 +214,7 @@ def validate_summary(data: object, where: str) -> RunSummary:
         value = data.get(key)
         if not isinstance(value, str) or not value:
             raise SchemaError(f"the run summary {where} is malformed: {key} must be a non-empty string, got {value!r}")
-    for key in ("server_info", "launch", "shape_settings", "settings", "sequential"):
+    for key in ("server_info", "launch", "shape_settings", "settings", "sequential", "policy"):
         if data.get(key) is not None and not isinstance(data[key], dict):
             raise SchemaError(
                 f"the run summary {where} is malformed: {key} must be an object, got {type(data[key]).__name__}"

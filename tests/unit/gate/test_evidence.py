@@ -240,3 +240,15 @@ def test_a_stored_subset_or_contradicted_run_is_no_baseline(tmp_path: Path) -> N
     contradicted = dict(baseline, shape_settings={"contradictions": ["--k3-shape tp8 means tp_size=8"]})
     with pytest.raises(BaselineError, match="which its server's own arguments contradict"):
         load_run(write(tmp_path / "contradicted", contradicted), tmp_path)
+
+
+def test_a_gate_under_a_weaker_policy_than_the_baselines_says_so() -> None:
+    """Issue 21: the policy is stored with the baseline, and a candidate judged under a weaker one says so."""
+    baseline, candidate = unchanged_pair()
+    baseline["policy"] = GateSettings().policy()
+    result = judge(stored(baseline), stored(candidate), GateSettings(margin=5.0, alpha=0.1, gate="warn"))
+    assert (
+        "judged under a weaker policy than the baseline's run: margin 5 (the baseline's 3), alpha 0.1 (the "
+        "baseline's 0.05), warn mode (the baseline's strict)"
+    ) in result.notes
+    assert not any("weaker policy" in note for note in judge(stored(baseline), stored(candidate), GateSettings()).notes)
