@@ -472,8 +472,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("looping and truncation counts zeroed", _on_candidate(_zero_events)),
     Mutation("the lost items given the baseline's scores", _on_candidate(_forge_correct)),
     Mutation("every suite given the baseline's scores", _on_candidate(_copy_baseline_scores)),
-    # Its replay recomputes the plan from the baseline (seconds): tried alone in the test, in pairs by the benchmark.
-    Mutation("a forged sequential PASS (bounds at -12)", _on_candidate(_forged_sequential_pass)),
+    Mutation("a forged sequential PASS (bounds at -12)", _on_candidate(_forged_sequential_pass), removes=True),
     Mutation("status edited to incomplete", _on_candidate(_status("incomplete"))),
     # Identity and settings.
     Mutation("reasoning effort low", _on_candidate(_setting("reasoning_effort", "low"))),

@@ -118,12 +118,27 @@ def _design_mismatch(
         return "the stored order is not the baseline's item set"
     partner = a_a_partner(baseline, started_before=candidate.summary.get("started_at"))
     try:
-        expected = plan_items(suite, {item: totals[item] for item in order}, options, partner).run_design
+        expected = _planned_design(suite, tuple((item, totals[item]) for item in order), options, partner)
     except ValueError as error:
         return f"no plan can be made from the baseline ({error})"
     if not _same_design(stored, expected):
         return "the stored sequential design is not the one the plan makes from the baseline and the run's options"
     return None
+
+
+# Designs planned in this process, by everything they are planned from (the partner by its file).
+_PLANNED: dict[tuple[Any, ...], SequentialDesign] = {}
+
+
+def _planned_design(
+    suite: str, totals: tuple[tuple[str, ItemTotals], ...], options: GateSettings, partner: StoredRun | None
+) -> SequentialDesign:
+    """The plan's design (seconds of numerical work for a suite sampled in rounds), kept for the
+    same inputs: re-gating one run under several options replans only what changed."""
+    key = (suite, totals, options, None if partner is None else (str(partner.path), partner.label))
+    if key not in _PLANNED:
+        _PLANNED[key] = plan_items(suite, dict(totals), options, partner).run_design
+    return _PLANNED[key]
 
 
 def _same_design(one: SequentialDesign, other: SequentialDesign) -> bool:
