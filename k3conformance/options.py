@@ -648,6 +648,11 @@ def check_separate_path_values(config: pytest.Config) -> None:
             )
 
 
+# Options whose environment variable set to nothing is a mistake, not "unset": an empty
+# K3_BASELINE= in a CI file turned the gate off silently (issue 21, reproduction 10).
+_NO_EMPTY_ENVIRONMENT = frozenset({"baseline"})
+
+
 def resolve_settings(config: pytest.Config) -> Settings:
     values: dict[str, Any] = {}
     for spec in OPTIONS:
@@ -661,6 +666,11 @@ def _resolve(config: pytest.Config, spec: OptionSpec[T]) -> T:
         return cast(T, cli_value)
     for variable in spec.env:
         raw = os.environ.get(variable)
+        if raw is not None and not raw.strip() and spec.name in _NO_EMPTY_ENVIRONMENT:
+            raise pytest.UsageError(
+                f"environment variable {variable} is set but empty (for {spec.flag}): unset it to run without it, "
+                "or give it a value"
+            )
         if raw:
             return _parse(spec, raw, f"environment variable {variable}")
     if spec.ini:

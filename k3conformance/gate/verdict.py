@@ -318,8 +318,8 @@ def _compare_suite(
                 INCOMPLETE,
                 f"{suite}: the candidate scored {extra} items the baseline has no score for: the baseline is "
                 "partial; store a complete one",
+                # Not a coverage finding: a sequential stop excuses the candidate's missing items, not the baseline's.
                 suite,
-                ABOUT_COVERAGE,
             )
         )
     comparison = compare_scores(

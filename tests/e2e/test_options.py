@@ -106,3 +106,14 @@ def test_help_shows_every_option_of_the_table(pytester: pytest.Pytester, spec: O
 def test_settings_are_the_option_table() -> None:
     """Settings has one field per option, named like it: nothing is declared twice."""
     assert [field.name for field in dataclasses.fields(Settings)] == [spec.name for spec in OPTIONS]
+
+
+def test_an_empty_baseline_variable_is_an_error_not_an_ungated_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reproduction (issue 21, 10): `K3_BASELINE=` disabled the gate silently."""
+    monkeypatch.setenv("K3_BASELINE", "")
+    pytester.makepyfile(SHOW_SETTINGS)
+    result = pytester.runpytest("-s")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*environment variable K3_BASELINE is set but empty (for --k3-baseline)*"])
