@@ -3,7 +3,7 @@
     python benchmarks/bench_sequential_gate.py [--comparisons 2000] [--max-items 600] [--monitors]
 
 Runs the seeded synthetic comparisons of tests/support/sequential_simulation.py (the same
-SequentialSuite the gate uses, item by item) for each scenario and prints the README's table:
+SequentialSuite the gate uses, item by item) for each scenario and prints docs/sequential-gating.md's table:
 verdict shares, mean items used, and what stopped the suites. With --max-items the design is
 capped (the looks stay at equal fractions of the cap). With --monitors it prints instead the
 looping monitor's table: items to a stop at several looping rates, the mixture SPRT against the

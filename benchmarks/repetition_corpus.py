@@ -1,7 +1,7 @@
 """Precision and recall of the repetition detector on the labelled corpus.
 
     python fixtures/repetition/build_corpus.py   # (re)build the corpus, deterministic
-    python benchmarks/repetition_corpus.py        # figures for the README
+    python benchmarks/repetition_corpus.py        # figures for docs/gating.md
 
 A loop counts as found when `detect` says looping; its kind as right when the report's
 kind is the item's shape and `escaped` matches the label. Precision is over everything

@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="Reason about N bytes per answer at every effort, for load benchmarks (default: the profile's lengths)",
     )
     _add_compare(commands)
+    _add_matrix(commands)
     _add_parsers(commands)
     _add_plan(commands)
     return parser
@@ -150,12 +151,13 @@ def _add_compare(commands: Any) -> None:
         description=(
             "Re-gate stored runs: the same comparison, verdicts and exit status as pytest --k3-baseline. "
             "BASELINE and CANDIDATE are shapes under the results directory (a baseline's newest complete run, "
-            "a candidate's newest run), run folders, or summary.json files. Exit status: 0 when the gate does "
-            "not fail, 1 when it fails, 2 on bad input."
+            "a candidate's newest run), run folders, or summary.json files. With several candidates the "
+            "report is the shape matrix (as `k3conformance matrix`). Exit status: 0 when the gate does "
+            "not fail, 1 when it fails (for any candidate), 2 on bad input."
         ),
     )
     compare.add_argument("baseline", metavar="BASELINE")
-    compare.add_argument("candidate", metavar="CANDIDATE")
+    compare.add_argument("candidates", metavar="CANDIDATE", nargs="+")
     compare.add_argument(
         "--format", choices=("text", "markdown", "json"), default="text", help="Report format (default: text)"
     )
@@ -171,12 +173,46 @@ def _add_compare(commands: Any) -> None:
     )
 
 
+def _add_matrix(commands: Any) -> None:
+    from k3conformance.options import add_gate_arguments
+
+    matrix = commands.add_parser(
+        "matrix",
+        help="Gate every stored candidate shape against one baseline: a row per shape, a column per suite",
+        description=(
+            "The shape matrix: each CANDIDATE (default: every other shape stored under the results directory) "
+            "gated against BASELINE exactly as `k3conformance compare` gates it; each cell the suite's verdict "
+            "from every rule (sequential looks and monitors included), its accuracy change and interval, with "
+            "the newly failing checks and the minimum detectable drop below. --html writes one static page "
+            "(no server, no script) with a drill-down to each suite's items and each agent task's turns. "
+            "Exit status: 1 when any candidate's gate fails, 0 otherwise, 2 on bad input."
+        ),
+    )
+    matrix.add_argument("baseline", metavar="BASELINE")
+    matrix.add_argument("candidates", metavar="CANDIDATE", nargs="*")
+    matrix.add_argument(
+        "--format", choices=("text", "markdown", "json"), default="text", help="Report format (default: text)"
+    )
+    matrix.add_argument(
+        "--results-dir", type=Path, default=Path("results"), help="Where shapes are stored (default: results)"
+    )
+    matrix.add_argument(
+        "--html", type=Path, default=None, metavar="PATH", help="Also write the matrix as one HTML page"
+    )
+    add_gate_arguments(matrix)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
     if arguments.command == "serve":
         return _serve(arguments)
     if arguments.command == "compare":
+        if len(arguments.candidates) > 1:
+            arguments.html = None
+            return _matrix(arguments)
         return _compare(arguments)
+    if arguments.command == "matrix":
+        return _matrix(arguments)
     if arguments.command == "parsers":
         return _parsers(arguments)
     if arguments.command == "plan":
@@ -237,15 +273,57 @@ def _plan(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _matrix(arguments: argparse.Namespace) -> int:
+    import json
+
+    from k3conformance.gate.matrix import (
+        build_matrix,
+        candidate_shapes,
+        markdown_matrix,
+        matrix_document,
+        text_matrix,
+    )
+    from k3conformance.gate.settings import GateSettings
+    from k3conformance.runs.stored import BaselineError, load_run
+
+    try:
+        baseline = load_run(arguments.baseline, arguments.results_dir)
+        settings = GateSettings.from_options(arguments)
+    except (BaselineError, ValueError) as error:
+        print(f"k3conformance {arguments.command}: {error}", file=sys.stderr)
+        return 2
+    candidates = list(arguments.candidates) or candidate_shapes(arguments.results_dir, baseline)
+    if not candidates:
+        print(
+            f"k3conformance {arguments.command}: no candidate shapes stored under {arguments.results_dir} "
+            f"besides the baseline's {baseline.summary['shape']}",
+            file=sys.stderr,
+        )
+        return 2
+    matrix = build_matrix(baseline, candidates, arguments.results_dir, settings)
+    if arguments.format == "json":
+        print(json.dumps(matrix_document(matrix), indent=2, sort_keys=True, default=str))
+    elif arguments.format == "markdown":
+        print(markdown_matrix(matrix), end="")
+    else:
+        print("\n".join(text_matrix(matrix)))
+    if arguments.html is not None:
+        from k3conformance.gate.matrix_html import write_html
+
+        write_html(matrix, arguments.html)
+        print(f"k3conformance {arguments.command}: wrote {arguments.html}", file=sys.stderr)
+    return matrix.exit_status()
+
+
 def _compare(arguments: argparse.Namespace) -> int:
+    from k3conformance.gate.matrix import gate_stored
     from k3conformance.gate.report import json_report, markdown_report, text_report, write_reports
     from k3conformance.gate.settings import GateSettings
-    from k3conformance.gate.verdict import judge
     from k3conformance.runs.stored import BaselineError, check_not_the_baseline, check_same_datasets, load_run
 
     try:
         baseline = load_run(arguments.baseline, arguments.results_dir)
-        candidate = load_run(arguments.candidate, arguments.results_dir, baseline=False)
+        candidate = load_run(arguments.candidates[0], arguments.results_dir, baseline=False)
         check_not_the_baseline(baseline, candidate)
         # The check `pytest --k3-baseline` makes before it sends anything, on the stored sources.
         check_same_datasets(baseline, candidate.dataset_sources())
@@ -253,16 +331,8 @@ def _compare(arguments: argparse.Namespace) -> int:
         print(f"k3conformance compare: {error}", file=sys.stderr)
         return 2
     settings = GateSettings.from_options(arguments)
-    result = judge(baseline, candidate, settings)
-    stored = candidate.summary.get("sequential")
-    if stored:
-        # A run gated sequentially is re-gated by replaying its rule against this baseline and these settings.
-        from k3conformance.gate.sequential.apply import apply_sequential
-        from k3conformance.gate.sequential.replay import replay_sequential
-
-        replayed = replay_sequential(stored, baseline, candidate, settings)
-        result.notes += replayed.notes
-        apply_sequential(result, replayed.paths, baseline)
+    # A run gated sequentially is re-gated by replaying its rule against this baseline and these settings.
+    result = gate_stored(baseline, candidate, settings)
     if arguments.format == "json":
         print(json_report(result))
     elif arguments.format == "markdown":

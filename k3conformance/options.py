@@ -9,6 +9,7 @@ with a usage message that names where it came from.
 from __future__ import annotations
 
 import argparse
+import difflib
 import itertools
 import os
 import re
@@ -31,6 +32,9 @@ EFFORTS: tuple[Effort, ...] = ("low", "high", "max")
 THINK_MODES: tuple[ThinkMode, ...] = ("opensource", "kimi")
 
 _SHAPE_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+API_KEY_ENV = "K3_API_KEY"
+NO_KEY = "no key"
 
 
 def positive_int(text: str) -> int:
@@ -250,6 +254,14 @@ def text_value(text: str) -> str:
     return text
 
 
+def variable_name(text: str) -> str:
+    if not _VARIABLE.match(text):
+        raise argparse.ArgumentTypeError(
+            f"expected the name of an environment variable (letters, digits, _), such as OPENAI_API_KEY, got {text!r}"
+        )
+    return text
+
+
 def boolean(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in ("1", "true", "yes", "on"):
@@ -296,10 +308,21 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "api_key",
         text_value,
         None,
-        "API key sent as a bearer token (default: $K3_API_KEY, then $OPENAI_API_KEY); never written anywhere",
-        env=("K3_API_KEY", "OPENAI_API_KEY"),
+        "API key sent as a bearer token (default: $K3_API_KEY, or the variable --k3-api-key-env names); "
+        "never written anywhere",
+        # Only a variable meant for this tool: OPENAI_API_KEY (a developer's own key) is read
+        # only when named with --k3-api-key-env, so it never goes to another endpoint unasked.
+        env=(API_KEY_ENV,),
         # A key in pyproject.toml ends up in version control: the environment is the place for it.
         ini=False,
+    ),
+    OptionSpec(
+        "api_key_env",
+        variable_name,
+        None,
+        "Name of an environment variable holding the API key, e.g. OPENAI_API_KEY: read only when named here "
+        "(--k3-api-key still wins)",
+        env=("K3_API_KEY_ENV",),
     ),
     OptionSpec(
         "shape",
@@ -321,6 +344,12 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
     ),
     OptionSpec("reasoning_effort", choice(*EFFORTS), "max", "Reasoning effort: low, high or max (default: max)"),
     OptionSpec("concurrency", positive_int, 16, "Requests in flight per process (default: 16)"),
+    OptionSpec(
+        "load_concurrency",
+        positive_int,
+        32,
+        "Streams the load suite keeps in flight at once, after sending the same requests one at a time (default: 32)",
+    ),
     OptionSpec(
         "timeout",
         positive_float,
@@ -454,6 +483,14 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "(default: 1, all)",
     ),
     OptionSpec(
+        "fail_unsolved",
+        boolean,
+        False,
+        "Fail an accuracy item that is not solved in every sample, or that looped or was truncated (layer model), "
+        "for pipelines that read JUnit per test; by default it passes, with its outcome as a k3_outcome property",
+        flag_only=True,
+    ),
+    OptionSpec(
         "save_baseline",
         boolean,
         False,
@@ -510,6 +547,20 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "Continue the latest incomplete run of this shape, re-sending only unfinished requests",
         flag_only=True,
     ),
+    OptionSpec(
+        "conformance_first",
+        boolean,
+        True,
+        "Run the conformance suites before the accuracy suites, so a parser or API failure shows first "
+        "(default: on; --k3-conformance-first=off keeps the collected order)",
+    ),
+    OptionSpec(
+        "progress_interval",
+        positive_float,
+        30.0,
+        "Seconds between the plain progress lines written while a test waits, when the output is not a "
+        "terminal (CI logs); on a terminal the line is redrawn every second (default: 30)",
+    ),
     OptionSpec("agent_turns", positive_int, 40, "Turn limit per agentic coding task (default: 40)"),
     OptionSpec(
         "agent_tokens",
@@ -541,11 +592,13 @@ class Settings:
     endpoint: str
     model: str | None
     api_key: str | None = field(repr=False)
+    api_key_env: str | None
     shape: str | None
     results_dir: Path
     think_mode: ThinkMode
     reasoning_effort: Effort
     concurrency: int
+    load_concurrency: int
     timeout: float
     retries: int
     backoff: float
@@ -571,6 +624,7 @@ class Settings:
     truncation_floor: float
     allow_differences: tuple[str, ...]
     min_coverage: float
+    fail_unsolved: bool
     save_baseline: bool
     subset_baseline: bool
     server_args: Path | None
@@ -579,10 +633,14 @@ class Settings:
     max_items: int | None
     sample_rounds: tuple[int, ...]
     resume: bool
+    conformance_first: bool
+    progress_interval: float
     agent_turns: int
     agent_tokens: int
     agent_wall_time: float
     agent_unisolated: bool
+    # Derived, not an option: where the key came from, for the header and the errors (never the key).
+    api_key_source: str = NO_KEY
 
 
 # The options the gate reads: `pytest --k3-baseline` and `k3conformance compare` both take
@@ -625,6 +683,21 @@ def add_options(parser: pytest.Parser) -> None:
             parser.addini(spec.dest, spec.help, default=None)
 
 
+def check_option_spelling(args: list[str]) -> None:
+    """An unknown --k3-* flag is a usage error that names the closest known one (argparse would
+    say only "unrecognized arguments", after pytest has chosen its rootdir)."""
+    flags = [spec.flag for spec in OPTIONS]
+    for argument in args:
+        if argument == "--":
+            return
+        name = argument.partition("=")[0]
+        if not name.startswith("--k3-") or name in flags:
+            continue
+        close = difflib.get_close_matches(name, flags, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise pytest.UsageError(f"unknown option {name}: {hint}pytest --help lists the --k3-* options")
+
+
 def check_separate_path_values(config: pytest.Config) -> None:
     """Refuse `--k3-results-dir /elsewhere` (a separate value naming a path outside the
     invocation directory).
@@ -657,7 +730,40 @@ def resolve_settings(config: pytest.Config) -> Settings:
     values: dict[str, Any] = {}
     for spec in OPTIONS:
         values[spec.name] = _resolve(config, spec)
+    values["api_key"], values["api_key_source"] = _resolve_key(config, values["api_key_env"])
     return Settings(**values)
+
+
+def _resolve_key(config: pytest.Config, named: str | None) -> tuple[str | None, str]:
+    """The key and where it came from: --k3-api-key, then the variable --k3-api-key-env names
+    (asked for, so it must hold one), then $K3_API_KEY; nothing else."""
+    spec = option("api_key")
+    given = config.getoption(spec.dest)
+    if given is not None:
+        return cast(str, given), spec.flag
+    if named is not None:
+        raw = os.environ.get(named)
+        if not raw:
+            raise pytest.UsageError(
+                f"--k3-api-key-env names ${named}, which is not set (or empty) in this environment: export it, "
+                f"or pass the key with --k3-api-key or ${API_KEY_ENV}"
+            )
+        return _parse(spec, raw, f"environment variable {named}"), f"${named} (named by --k3-api-key-env)"
+    raw = os.environ.get(API_KEY_ENV)
+    if raw:
+        return _parse(spec, raw, f"environment variable {API_KEY_ENV}"), f"${API_KEY_ENV}"
+    return None, NO_KEY
+
+
+def key_lines(settings: Settings) -> list[str]:
+    """The header's word on the key: its source (never the key), and a key left unread on purpose."""
+    if settings.api_key is not None:
+        return [f"API key from {settings.api_key_source}"]
+    unread = [name for name in ("OPENAI_API_KEY",) if os.environ.get(name)]
+    line = f"no API key sent (set ${API_KEY_ENV}, --k3-api-key or --k3-api-key-env NAME)"
+    if unread:
+        line += f"; ${unread[0]} is set but not read: --k3-api-key-env {unread[0]} sends it"
+    return [line]
 
 
 def _resolve(config: pytest.Config, spec: OptionSpec[T]) -> T:

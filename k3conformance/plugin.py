@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from k3conformance.options import Settings, add_options
+from k3conformance.options import Settings, add_options, check_option_spelling
 from k3conformance.probes.probe import Probe, probe_of
 from k3conformance.run.activation import STASH_KEY, runs_k3conformance
 
@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Register the --k3-* options and their ini keys."""
     add_options(parser)
+
+
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """A misspelt --k3-* option names the closest known one before anything else happens."""
+    check_option_spelling(args)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -105,9 +110,15 @@ def k3_result(request: pytest.FixtureRequest) -> Generator[ProbeResult, None, No
         raise TypeError(f"{request.node.nodeid}: k3_result needs a test parametrized with a k3conformance.Probe")
     from k3conformance.probes.probe import InfrastructureError
 
-    state = _state(request.config)
+    # Collecting a test parametrized with a probe started the run (pytest_collection_modifyitems).
+    state = request.config.stash[STASH_KEY]
     runner = state.ensure_runner()
-    result = runner.result(probe)
+    waiter = state.waiter
+    result = (
+        runner.result(probe, lambda future: waiter.wait(future, probe.suite, state.tallies.get(probe.suite), runner))
+        if waiter is not None
+        else runner.result(probe)
+    )
     try:
         if result.infra_errors:
             details = "; ".join(error.describe() for error in result.infra_errors[:3])

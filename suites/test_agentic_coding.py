@@ -89,6 +89,7 @@ def test_task_solved(probe: Probe, k3_result: ProbeResult, k3_score: ItemScore) 
             truncated=run.truncated,
             output_tokens=run.output_tokens,
             looping=run.looping,
+            loop_kinds=run.loop_kinds,
             outcome=run.hidden_tests,
             agent=run.to_record(),
         )

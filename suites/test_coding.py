@@ -65,7 +65,8 @@ def _probe(dataset: CodingDataset, item: dict[str, Any]) -> Probe:
         code = extract_code(outcome.content)
         exchange.note("code_found", code is not None)
         if code is not None:
-            execution = await asyncio.wrap_future(sandbox_pool().submit(_program(item, code)))
+            # Sealed: a solution that exits early (os._exit(0), sys.exit(0)) has not passed the tests.
+            execution = await asyncio.wrap_future(sandbox_pool().submit(_program(item, code), seal=True))
             exchange.note("execution", execution)
 
     return Probe(

@@ -1,17 +1,21 @@
-"""A failing `suites/test_X.py::test_Y` leads to `k3conformance/checks/X.py::check_Y`.
+"""The house's plan, checked rather than hoped for.
 
-The naming is the map a newcomer follows from a red test to the code that judged it, so it
-is checked rather than hoped for: every conformance suite has its checks module, and every
-test calls the check named like it.
+- A failing `suites/test_X.py::test_Y` leads to `k3conformance/checks/X.py::check_Y` (a
+  conformance suite), or to the one module that scores suite X (an accuracy suite).
+- The package is built in floors (`FLOORS`, the module map of docs/architecture.md): a module
+  imports only from its own room or from a lower floor, so there is no circle, and the
+  statistics leaf (`stats/`) imports nothing of the project at all.
+- The plugin's own tests mirror the package: `tests/unit/<package>/` for each package.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
-from run_files import CONFORMANCE_SUITES, REPO
+from run_files import CONFORMANCE_SUITES, LOAD_SUITE, REPO
 
 CHECKS = REPO / "k3conformance" / "checks"
 
@@ -31,7 +35,7 @@ def _called_names(function: ast.FunctionDef) -> set[str]:
 
 
 # The parser matrix needs no endpoint, so the fault-profile runs leave it out; it is named like the others.
-CHECKED_SUITES = (*CONFORMANCE_SUITES, "test_parsers.py")
+CHECKED_SUITES = (*CONFORMANCE_SUITES, "test_parsers.py", LOAD_SUITE)
 
 
 @pytest.mark.parametrize("suite_file", CHECKED_SUITES)
@@ -53,3 +57,127 @@ def test_every_suite_file_is_known() -> None:
     accuracy = {"test_coding.py", "test_math.py", "test_long_context.py", "test_agentic_coding.py"}
     found = {path.name for path in (REPO / "suites").glob("test_*.py")}
     assert found - accuracy == set(CHECKED_SUITES)
+
+
+# Accuracy suite -> the module that scores (or plays) it.
+ACCURACY_SUITES = {
+    "test_math.py": "k3conformance/scoring/math_answers.py",
+    "test_coding.py": "k3conformance/scoring/code_solutions.py",
+    "test_long_context.py": "k3conformance/datasets/long_prompts.py",
+    "test_agentic_coding.py": "k3conformance/agent/loop.py",
+}
+
+
+@pytest.mark.parametrize(("suite_file", "module"), ACCURACY_SUITES.items())
+def test_every_accuracy_suite_uses_the_module_named_for_it(suite_file: str, module: str) -> None:
+    assert (REPO / module).is_file(), module
+    dotted = module.removesuffix(".py").replace("/", ".")
+    imported = {
+        node.module for node in ast.walk(ast.parse((REPO / "suites" / suite_file).read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module
+    }  # fmt: skip
+    assert dotted in imported, f"suites/{suite_file} does not import {dotted}"
+
+
+# The floors of the package, lowest first. A room may import from its own floor's rooms only
+# when they are the same room; otherwise only downwards. `gate.report` sits above
+# `gate.sequential` (the reports draw the looks), which sits above the rest of `gate` (the
+# sequential rule settles findings of the verdict).
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("stats", "formatting", "__init__"),
+    ("runs",),
+    ("datasets",),
+    ("endpoint",),
+    ("options",),
+    ("probes",),
+    ("deployment",),
+    ("xtml",),
+    ("scoring",),
+    ("sandbox",),
+    ("checks",),
+    ("agent",),
+    ("reference",),
+    ("gate",),
+    ("gate.sequential",),
+    ("gate.report",),
+    ("run",),
+    ("plugin",),
+    ("cli",),
+    ("__main__",),
+)
+FLOOR_OF = {room: level for level, rooms in enumerate(FLOORS) for room in rooms}
+PACKAGE = REPO / "k3conformance"
+
+
+# The gate's reports beside report.py (per-suite verdicts, the shape matrix and its page): they read
+# the sequential gate's results, so they sit on its floor.
+REPORT_MODULES = ("suite_verdicts", "matrix", "matrix_html")
+
+
+def room_of(module: str) -> str:
+    """`k3conformance.gate.sequential.plan` -> `gate.sequential`; `k3conformance.run.hooks` -> `run`."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return "__init__"
+    if parts[0] == "gate" and len(parts) > 1 and parts[1] in ("sequential", "report"):
+        return f"gate.{parts[1]}"
+    if parts[0] == "gate" and len(parts) > 1 and parts[1] in REPORT_MODULES:
+        return "gate.report"
+    return parts[0]
+
+
+def module_name(path: Path) -> str:
+    dotted = ".".join(path.relative_to(REPO).with_suffix("").parts)
+    return dotted.removesuffix(".__init__")
+
+
+def imported_modules(path: Path) -> list[tuple[str, int]]:
+    """The project modules `path` imports (lazily and under TYPE_CHECKING too), with their lines."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("k3conformance"):
+            for alias in node.names:
+                child = f"{node.module}.{alias.name}"
+                is_module = (REPO / child.replace(".", "/")).with_suffix(".py").is_file() or (
+                    REPO / child.replace(".", "/")
+                ).is_dir()
+                found.append((child if is_module else node.module, node.lineno))
+        elif isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names if alias.name.startswith("k3conformance")]
+    return found
+
+
+def test_every_room_of_the_package_has_a_floor() -> None:
+    rooms = {room_of(module_name(path)) for path in PACKAGE.rglob("*.py")}
+    assert rooms - set(FLOOR_OF) == set(), "add the new room to FLOORS (and to docs/architecture.md)"
+
+
+def test_imports_run_only_downwards() -> None:
+    upward = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        room = room_of(module_name(path))
+        for target, line in imported_modules(path):
+            other = room_of(target)
+            if other != room and FLOOR_OF[other] >= FLOOR_OF[room]:
+                upward.append(f"{path.relative_to(REPO)}:{line} ({room}) imports {target} ({other})")
+    assert upward == []
+
+
+def test_the_statistics_leaf_imports_nothing_of_the_project() -> None:
+    for path in (PACKAGE / "stats").rglob("*.py"):
+        outside = [target for target, _ in imported_modules(path) if room_of(target) != "stats"]
+        assert outside == [], path
+
+
+def test_the_module_map_names_every_room() -> None:
+    architecture = (REPO / "docs" / "architecture.md").read_text()
+    for room in FLOOR_OF:
+        if room not in ("__init__", "__main__"):
+            assert re.search(rf"`{re.escape(room.replace('.', '/'))}(/|\.py)?`", architecture), room
+
+
+def test_the_unit_tests_mirror_the_package() -> None:
+    packages = {path.parent.relative_to(PACKAGE) for path in PACKAGE.rglob("__init__.py")} - {Path(".")}
+    for folder in (REPO / "tests" / "unit").rglob("*"):
+        if folder.is_dir() and folder.name != "__pycache__":
+            assert folder.relative_to(REPO / "tests" / "unit") in packages, folder

@@ -4,10 +4,13 @@ Each turn is one request through the probe's `Exchange` (so the same client, ret
 records and resume as every other probe), streamed, with the whole history: earlier
 answers go back with their reasoning (K3 keeps all thinking) and every tool result goes
 back as a tool message with its `tool_call_id`. The loop stops at `finish`, at the turn
-limit, when the task's output-token budget or wall time is spent, when a turn repeats
+limit, when the task's output-token budget or wall time is spent (checked before every
+tool call too, and no call may run past it), when the next request would be larger than
+the budget's `request_bytes`, when a turn repeats
 the previous turn's action exactly, after two turns in a row without a tool call, when
 an output is cut at its budget (`length`: a looping model never stops by itself), or when
-a request fails. The hidden tests then score the repository as the agent left it.
+a request fails. A turn runs at most `calls_per_turn` calls; the rest get an error back
+without running. The hidden tests then score the repository as the agent left it.
 
 A resumed run replays the conversation: finished turns come back from the records (their
 request bodies match, since every tool result is deterministic) and only the rest is sent.
@@ -38,6 +41,11 @@ SYSTEM_PROMPT = (
 NUDGE = "Continue with the tools: change the files, run the tests, and call finish when the task is done."
 # Two turns in a row without a tool call end the task: the model is not working on it.
 IDLE_TURNS = 2
+# Budgets inside a turn (issue 25): a turn may hold any number of calls, each up to the
+# tools' wall limit, and every result goes into the next request. Sixteen calls of up to
+# RESULT_CHARS each keep one turn's results near 320 KB; 4 MiB holds a full K3 context.
+CALLS_PER_TURN = 16
+REQUEST_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,9 @@ class AgentBudget:
     wall_seconds: float
     # Per request; a turn never asks for more than the task has left.
     max_tokens_per_turn: int
+    calls_per_turn: int = CALLS_PER_TURN
+    # The largest request body the loop sends (JSON bytes); a larger one ends the task.
+    request_bytes: int = REQUEST_BYTES
 
 
 @dataclass
@@ -64,6 +75,9 @@ class TurnRecord:
     looping: bool
     # Where the loop was found: "reasoning", "content" or "joined"; None when none.
     looping_part: str | None = None
+    # The kind of that loop ("short-token", "block", "counter"), and whether the output got out of it.
+    loop_kind: str | None = None
+    loop_escaped: bool = False
 
 
 @dataclass
@@ -98,6 +112,15 @@ class AgentRun:
     @property
     def looping(self) -> bool:
         return any(turn.looping for turn in self.turns)
+
+    @property
+    def loop_kinds(self) -> tuple[str, ...]:
+        """The run's loop as `ItemScore.loop_kinds` counts a looping sample: the kind of its first
+        looping turn, and "escaped" when that turn got out of its loop."""
+        first = next((turn for turn in self.turns if turn.looping), None)
+        if first is None or first.loop_kind is None:
+            return ()
+        return (first.loop_kind, "escaped") if first.loop_escaped else (first.loop_kind,)
 
     def to_record(self) -> dict[str, Any]:
         record = asdict(self)
@@ -136,15 +159,16 @@ async def run_agent(exchange: Exchange, task: AgentTask, workspace: Workspace, b
             run.stop_reason = "wall time"
             break
         step = turn_step(turn)
-        outcome = await exchange.send(
-            step,
-            {
-                "messages": messages,
-                "tools": list(TOOL_SPECS),
-                "stream": True,
-                "max_tokens": min(budget.max_tokens_per_turn, left),
-            },
-        )
+        body = {
+            "messages": messages,
+            "tools": list(TOOL_SPECS),
+            "stream": True,
+            "max_tokens": min(budget.max_tokens_per_turn, left),
+        }
+        if len(json.dumps(body, ensure_ascii=False).encode()) > budget.request_bytes:
+            run.stop_reason = "request size"
+            break
+        outcome = await exchange.send(step, body)
         if not isinstance(outcome, Completion):
             run.stop_reason = "request failed"
             break
@@ -169,10 +193,14 @@ async def run_agent(exchange: Exchange, task: AgentTask, workspace: Workspace, b
             run.stop_reason = "repeated action"
             break
         previous_action = action
-        results, finished = await _execute_calls(calls, workspace, record)
+        deadline = started + budget.wall_seconds
+        results, finished, out_of_time = await _execute_calls(calls, workspace, record, budget, deadline)
         messages = [*messages, outcome.as_history_message(), *results]
         if finished:
             run.stop_reason = "finished"
+            break
+        if out_of_time:
+            run.stop_reason = "wall time"
             break
     hidden = await workspace.hidden_tests(task.hidden)
     run.solved = hidden.passed
@@ -185,26 +213,36 @@ def task_prompt(task: AgentTask) -> str:
 
 
 async def _execute_calls(
-    calls: list[dict[str, Any]], workspace: Workspace, record: TurnRecord
-) -> tuple[list[dict[str, Any]], bool]:
-    """Tool messages for every call, in order; invalid calls get an error message back."""
+    calls: list[dict[str, Any]], workspace: Workspace, record: TurnRecord, budget: AgentBudget, deadline: float
+) -> tuple[list[dict[str, Any]], bool, bool]:
+    """Tool messages for every call, in order; invalid calls, calls past `calls_per_turn`
+    and calls once the wall time is spent get an error message back without running.
+    Returns the messages, whether `finish` was called, and whether the wall time ran out."""
     results: list[dict[str, Any]] = []
-    finished = False
-    for call in calls:
+    finished = out_of_time = False
+    for index, call in enumerate(calls):
         name = str(call["function"].get("name"))
         arguments, problem = _valid_arguments(name, call["function"].get("arguments"))
+        left = deadline - time.monotonic()
         if arguments is None:
             text = f"error: {problem}"
+        elif index >= budget.calls_per_turn:
+            text = f"error: not run: at most {budget.calls_per_turn} tool calls run in one turn"
+            record.refused.append("calls per turn")
         elif name == FINISH:
             finished = True
             text = "finished"
+        elif left <= 0:
+            text = "error: not run: the task's wall time is spent"
+            record.refused.append("wall time")
+            out_of_time = True
         else:
-            result = await workspace.call(name, arguments)
+            result = await workspace.call(name, arguments, wall_seconds=left)
             if result.refused is not None:
                 record.refused.append(result.refused)
             text = result.text
         results.append({"role": "tool", "tool_call_id": call.get("id"), "content": text})
-    return results, finished
+    return results, finished, out_of_time or time.monotonic() > deadline
 
 
 def _valid_arguments(name: str, raw: Any) -> tuple[dict[str, Any] | None, str]:
@@ -240,6 +278,11 @@ def _turn_record(turn: int, step: str, completion: Completion) -> TurnRecord:
         invalid.append({"kind": "markup in content", "detail": ", ".join(markup)})
     reports = detect_output(completion.reasoning, completion.content)
     looping_part = next((part for part, report in reports.items() if report.looping), None)
+    # As ItemScore.add_completion: the joined text sees every loop either part holds.
+    loop = next(
+        (reports[part] for part in ("combined", "reasoning", "content") if part in reports and reports[part].looping),
+        None,
+    )
     return TurnRecord(
         turn=turn,
         step=step,
@@ -251,4 +294,6 @@ def _turn_record(turn: int, step: str, completion: Completion) -> TurnRecord:
         refused=[],
         looping=looping_part is not None,
         looping_part=looping_part,
+        loop_kind=loop.kind if loop is not None else None,
+        loop_escaped=loop.escaped if loop is not None else False,
     )

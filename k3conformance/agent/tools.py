@@ -13,6 +13,9 @@ recorded ones.
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import fnmatch
 import json
 import posixpath
 import re
@@ -27,7 +30,17 @@ REPO_DIR = "repo"
 OUTPUT_FILE = "tool-output.txt"
 # What one tool result may put into the conversation; more is cut with a note.
 RESULT_CHARS = 20_000
-TOOL_LIMITS = SandboxLimits(cpu_seconds=20, wall_seconds=30)
+# Fewer processes at a lower address-space cap than the default: without a cgroup the cap is
+# per process, so a run can hold at most processes x memory_bytes (8 GiB here, 128 GiB
+# with the defaults). What comes back is capped too (sparse files cost the program nothing).
+TOOL_LIMITS = SandboxLimits(
+    cpu_seconds=20,
+    wall_seconds=30,
+    memory_bytes=1 << 30,
+    processes=8,
+    collect_files=2000,
+    collect_bytes=8 << 20,
+)
 FINISH = "finish"
 
 
@@ -105,7 +118,6 @@ ARGUMENTS = json.loads(%r)
 ROOT = os.path.realpath("repo")
 OUTPUT = os.path.realpath("tool-output.txt")
 os.chdir(ROOT)
-sys.path.insert(0, ROOT)
 
 
 def emit(text, end="\n"):
@@ -167,15 +179,157 @@ with open(path, "w", encoding="utf-8") as handle:
     handle.write(text.replace(ARGUMENTS["old"], ARGUMENTS["new"]))
 emit("edited " + ARGUMENTS["path"])
 """,
+    # Everything the runner uses is imported before the repository is on sys.path, and the
+    # repository goes at its end (discover then leaves it there): a file of the repository
+    # named like a standard module (unittest.py, json.py, traceback.py) never replaces one.
+    # The per-test outcomes go back through the sandbox's seal, so a run that exits early
+    # (os._exit(0), sys.exit(0)) reports nothing and passes nothing.
     "run_tests": r"""
-import io, unittest
+import difflib, fnmatch, importlib, importlib.util, io, linecache, pprint, tokenize, traceback, unittest, warnings
+import unittest.case, unittest.loader, unittest.result, unittest.runner, unittest.suite
+
+_report = json.dumps
+
+
+class _Recorder(unittest.TextTestResult):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.outcomes = {}
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self.outcomes.setdefault(test.id(), "passed")
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self.outcomes[test.id()] = "failed"
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self.outcomes[test.id()] = "error"
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        self.outcomes[test.id()] = "skipped"
+
+    def addExpectedFailure(self, test, err):
+        super().addExpectedFailure(test, err)
+        self.outcomes[test.id()] = "expected failure"
+
+    def addUnexpectedSuccess(self, test):
+        super().addUnexpectedSuccess(test)
+        self.outcomes[test.id()] = "unexpected success"
+
+    def addSubTest(self, test, subtest, err):
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            self.outcomes[test.id()] = "failed"
+
+
+sys.path.append(ROOT)
 suite = unittest.defaultTestLoader.discover(ARGUMENTS.get("directory", "tests"), top_level_dir=ROOT)
 report = io.StringIO()
-result = unittest.TextTestRunner(stream=report, verbosity=1).run(suite)
+result = unittest.TextTestRunner(stream=report, verbosity=1, resultclass=_Recorder).run(suite)
 emit(clean(report.getvalue()))
-sys.exit(0 if result.wasSuccessful() and result.testsRun else 1)
+K3_SEAL_PAYLOAD = _report({"run": result.testsRun, "outcomes": result.outcomes}, sort_keys=True)
 """,
 }
+
+
+# What each call brings back from the sandbox: its output, and the repository only for the
+# tools that change it. run_tests and the hidden tests (the only ones that run the model's
+# code) bring back nothing but their output.
+_COLLECTED: Mapping[str, tuple[str, ...]] = {
+    "list_files": (OUTPUT_FILE,),
+    "read_file": (OUTPUT_FILE,),
+    "write_file": (REPO_DIR, OUTPUT_FILE),
+    "edit_file": (REPO_DIR, OUTPUT_FILE),
+    "run_tests": (OUTPUT_FILE,),
+}
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """What the runner reported of one test run: how many tests it ran and each one's outcome
+    ("passed", "failed", "error", "skipped", ...), by unittest id."""
+
+    run: int
+    outcomes: Mapping[str, str]
+
+    @property
+    def passed(self) -> frozenset[str]:
+        return frozenset(test for test, outcome in self.outcomes.items() if outcome == "passed")
+
+    @property
+    def not_passed(self) -> dict[str, str]:
+        return {test: outcome for test, outcome in sorted(self.outcomes.items()) if outcome != "passed"}
+
+    @property
+    def all_passed(self) -> bool:
+        return self.run > 0 and bool(self.outcomes) and not self.not_passed
+
+
+@dataclass(frozen=True)
+class HiddenTests:
+    """The score of a task: solved only when every hidden test is reported as run and passed."""
+
+    passed: bool
+    reason: str  # "passed", or why not
+    report: RunReport | None
+
+
+def run_report(execution: ExecutionResult) -> RunReport | None:
+    """The runner's report, when the run reached its end (the sandbox's seal); None otherwise."""
+    if execution.sealed is None:
+        return None
+    try:
+        data = json.loads(execution.sealed)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    run, outcomes = data.get("run"), data.get("outcomes")
+    if not isinstance(run, int) or not isinstance(outcomes, dict):
+        return None
+    if not all(isinstance(test, str) and isinstance(outcome, str) for test, outcome in outcomes.items()):
+        return None
+    return RunReport(run, dict(outcomes))
+
+
+def hidden_test_ids(hidden: Mapping[str, str]) -> frozenset[str]:
+    """The unittest ids the hidden tests define (test* methods of the classes in test*.py),
+    as discovery from the repository root names them."""
+    ids: set[str] = set()
+    for path, text in hidden.items():
+        if not fnmatch.fnmatch(posixpath.basename(path), "test*.py"):
+            continue
+        module = path.removesuffix(".py").replace("/", ".")
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.ClassDef):
+                ids.update(
+                    f"{module}.{node.name}.{item.name}"
+                    for item in node.body
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test")
+                )
+    return frozenset(ids)
+
+
+def judge_hidden(execution: ExecutionResult, expected: frozenset[str]) -> HiddenTests:
+    """Solved iff the runner's sealed report has every expected hidden test as passed and
+    nothing that did not pass; an exit status never decides."""
+    report = run_report(execution)
+    if report is None:
+        reason = execution.reason if not execution.passed else "no test report"
+        return HiddenTests(False, reason, None)
+    not_passed = report.not_passed
+    missing = sorted(expected - report.passed)
+    if not_passed:
+        listed = ", ".join(f"{test} {outcome}" for test, outcome in list(not_passed.items())[:3])
+        return HiddenTests(False, f"{len(not_passed)} of {report.run} hidden tests did not pass: {listed}", report)
+    if missing or not report.all_passed:
+        listed = ", ".join(missing[:3])
+        return HiddenTests(False, f"{len(missing)} hidden tests not reported as passed: {listed}", report)
+    return HiddenTests(True, "passed", report)
 
 
 class Workspace:
@@ -185,29 +339,42 @@ class Workspace:
         self.files: dict[str, str] = dict(files)
         self._pool = pool
 
-    async def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
-        """Run one valid call (declared name, arguments that fit its schema)."""
+    async def call(self, name: str, arguments: Mapping[str, Any], *, wall_seconds: float | None = None) -> ToolResult:
+        """Run one valid call (declared name, arguments that fit its schema), for at most
+        `wall_seconds` when that is less than the tools' own limit (the task's time left)."""
         if "path" in arguments:
             problem = path_problem(arguments["path"])
             if problem is not None:
                 return ToolResult(f"error: {problem}", ok=False, refused="path outside the repository")
-        execution = await self._run(name, arguments, self.files)
-        if name in CHANGES_FILES and execution.files is not None and execution.passed:
+        limits = TOOL_LIMITS
+        if wall_seconds is not None and wall_seconds < TOOL_LIMITS.wall_seconds:
+            limits = dataclasses.replace(TOOL_LIMITS, wall_seconds=max(wall_seconds, 0.1))
+        execution = await self._run(name, arguments, self.files, limits)
+        if name in CHANGES_FILES and execution.passed:
+            if execution.files is None:
+                return ToolResult(f"error: the change was not kept: {execution.collect_problem}", ok=False)
             self.files = {
                 path.removeprefix(f"{REPO_DIR}/"): text
                 for path, text in execution.files.items()
                 if path.startswith(f"{REPO_DIR}/")
             }
-        return ToolResult(_result_text(name, execution), ok=execution.passed)
+        ok = execution.passed
+        if name == "run_tests":
+            report = run_report(execution)
+            ok = report is not None and report.all_passed
+        return ToolResult(_result_text(name, execution), ok=ok)
 
-    async def hidden_tests(self, hidden: Mapping[str, str]) -> ExecutionResult:
+    async def hidden_tests(self, hidden: Mapping[str, str]) -> HiddenTests:
         """The score: the hidden tests run against the repository as the agent left it."""
-        return await self._run("run_tests", {"directory": HIDDEN_DIR}, {**self.files, **hidden})
+        execution = await self._run("run_tests", {"directory": HIDDEN_DIR}, {**self.files, **hidden})
+        return judge_hidden(execution, hidden_test_ids(hidden))
 
-    async def _run(self, name: str, arguments: Mapping[str, Any], files: Mapping[str, str]) -> ExecutionResult:
+    async def _run(
+        self, name: str, arguments: Mapping[str, Any], files: Mapping[str, str], limits: SandboxLimits = TOOL_LIMITS
+    ) -> ExecutionResult:
         program = _PRELUDE % json.dumps(dict(arguments)) + _PROGRAMS[name]
         copy = {f"{REPO_DIR}/{path}": text for path, text in files.items()}
-        return await self._pool.run(program, TOOL_LIMITS, files=copy, collect=True)
+        return await self._pool.run(program, limits, files=copy, collect=_COLLECTED[name], seal=name == "run_tests")
 
 
 def tool_output(execution: ExecutionResult) -> str:
@@ -218,7 +385,15 @@ def tool_output(execution: ExecutionResult) -> str:
 def _result_text(name: str, execution: ExecutionResult) -> str:
     output = tool_output(execution)
     if name == "run_tests":
-        status = "tests passed" if execution.passed else f"tests failed ({execution.reason})"
+        report = run_report(execution)
+        if report is None:
+            status = f"tests failed ({execution.reason if not execution.passed else 'no test report'})"
+        elif report.all_passed:
+            status = "tests passed"
+        elif report.run == 0:
+            status = "tests failed (no test ran)"
+        else:
+            status = f"tests failed ({len(report.not_passed)} of {report.run} did not pass)"
         text = f"{status}\n{output}"
     elif execution.passed:
         # A file comes back exactly as it is; a message loses its final newline.

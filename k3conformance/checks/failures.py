@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from k3conformance.formatting import excerpt
+from k3conformance.formatting import excerpt, terminal_safe
 
 if TYPE_CHECKING:
     from k3conformance.endpoint.completion import Completion
@@ -16,9 +16,10 @@ Layer = Literal["parser", "api", "model", "infra"]
 class ConformanceFailure(AssertionError):
     def __init__(self, layer: Layer, expected: str, got: object, hint: str = "") -> None:
         self.layer = layer
-        message = f"[layer: {layer}] expected {expected}; got: {excerpt(got)}"
+        # `expected` and `hint` may quote what came back too: escaped like the excerpt.
+        message = f"[layer: {layer}] expected {terminal_safe(expected)}; got: {excerpt(got)}"
         if hint:
-            message += f"\n  try: {hint}"
+            message += f"\n  try: {terminal_safe(hint)}"
         super().__init__(message)
 
 

@@ -48,6 +48,8 @@ class ParserCase:
     expected: dict[str, Any]
     # "NAME VERSION" (every mode) or "NAME VERSION MODE" -> how that parser version is known to read this case.
     known_disagreements: dict[str, str]
+    # Where the case comes from: project, file and version (a corpus built by hand says so).
+    source: str = ""
 
     def known_disagreement(self, parser: WireParser, mode: str) -> str | None:
         version = f"{parser.name} {parser.version}"
@@ -58,8 +60,21 @@ def corpus_path() -> Path:
     return fixtures_dir() / "parsers" / "corpus.json"
 
 
+def variants_path() -> Path:
+    """The generated variants (fixtures/parsers/build_variants.py), read with the corpus by default."""
+    return fixtures_dir() / "parsers" / "variants.json"
+
+
 def load_corpus(path: Path | None = None) -> list[ParserCase]:
-    document = json.loads((path or corpus_path()).read_text(encoding="utf-8"))
+    """The cases of `path`; by default the authored corpus and the generated variants."""
+    paths = [path] if path is not None else [corpus_path(), variants_path()]
+    cases: list[ParserCase] = []
+    for each in paths:
+        cases += load_corpus_document(json.loads(each.read_text(encoding="utf-8")))
+    return cases
+
+
+def load_corpus_document(document: dict[str, Any]) -> list[ParserCase]:
     return [
         ParserCase(
             case["name"],
@@ -68,6 +83,7 @@ def load_corpus(path: Path | None = None) -> list[ParserCase]:
             bool(case["tools"]),
             case["expected"],
             dict(case.get("known_disagreements", {})),
+            str(case.get("source", "")),
         )
         for case in document["cases"]
     ]
@@ -146,7 +162,7 @@ def check_parser_reads_case(parser: WireParser, case: ParserCase, mode: str) -> 
         layer="parser",
         expected=f"{parser.name} {parser.version} to read case {case.name!r} ({case.about}; {mode}) as the corpus says",
         got="; ".join(found),
-        hint="a real disagreement goes in the README with the parser's version; a corpus mistake in fixtures/parsers/corpus.json",
+        hint="a real disagreement goes in docs/parsers.md with the parser's version; a corpus mistake in fixtures/parsers/corpus.json",
     )
 
 

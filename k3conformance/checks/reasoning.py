@@ -348,6 +348,6 @@ def check_reasoning_effort_alone_applied(low: Sequence[int], top: Sequence[int])
 
 
 def check_effort_field_wins_over_reasoning_effort(both: Sequence[int], top: Sequence[int], parameter: str) -> None:
-    """With both sent, the thinking effort field takes effect over `reasoning_effort` (README: K3's API contract)."""
+    """With both sent, the thinking effort field takes effect over `reasoning_effort` (docs/api-contract.md)."""
     __tracebackhide__ = True
     check_effort_parameter_applied(both, top, parameter)

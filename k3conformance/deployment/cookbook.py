@@ -7,10 +7,11 @@ Sources: see `deployment/shapes.py`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
+from k3conformance.deployment.launch import merged_server_args
 from k3conformance.deployment.shapes import (
     NO_A2A,
     NO_SPECULATION,
@@ -18,6 +19,7 @@ from k3conformance.deployment.shapes import (
     UNIFIED,
     Shape,
     ShapeSettings,
+    describe,
     settings_from_server_info,
 )
 
@@ -422,3 +424,28 @@ def contradictions(label: str | None, derived: ShapeSettings | None) -> list[str
                 f"--k3-shape {label} means {arg}={expected} ({shape.title}), but the server reports {arg}={reported}"
             )
     return lines
+
+
+@dataclass(frozen=True)
+class RunShape:
+    """A run's deployment shape as the run's header and the gate both read it: its settings (the
+    server's own arguments where it reports them, else the registry shape it is labelled with),
+    where they came from, and every contradiction between the label and the server."""
+
+    settings: ShapeSettings | None
+    source: str
+    contradictions: list[str]
+
+    @property
+    def described(self) -> str | None:
+        return describe(self.settings) if self.settings else None
+
+
+def read_run_shape(
+    label: str | None, server_info: Mapping[str, Any] | None, launch: Mapping[str, Any] | None
+) -> RunShape:
+    """The shape of a run labelled `label` whose server reported `server_info` and was started from `launch`."""
+    info = merged_server_args(server_info, launch)
+    settings, source = run_shape_settings(label, info)
+    derived, _ = run_shape_settings(None, info)
+    return RunShape(settings, source, contradictions(label, derived))

@@ -11,7 +11,7 @@ it: the child exits when its standard input closes.
 uses its own Kimi K3 handler: its reasoning and tool-call parser, streamed too. With
 `reasoning_format="none"` the same server leaves the think text in `content`: a real
 misconfigured server. Used by tests/e2e/test_llamacpp.py and by the parser matrix's `llamacpp`
-column (reference/parsers/llamacpp.py).
+column (xtml/parsers/llamacpp.py).
 """
 
 from __future__ import annotations

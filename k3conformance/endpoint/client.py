@@ -11,6 +11,7 @@ Whether the completion itself is right is for the suites to judge.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import random
@@ -141,20 +142,36 @@ class EndpointClient:
             max_retries=0,
         )
         self._slots = asyncio.Semaphore(concurrency)
+        self._concurrency = concurrency
         self._retry = retry
 
     async def close(self) -> None:
         await self._sdk.close()
 
-    async def chat(self, body: dict[str, Any]) -> tuple[Completion | RequestError, int]:
+    @contextlib.asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[None]:
+        """Every request slot held: nothing else this client sends is in flight meanwhile
+        (requests sent with `throttled=False` still go)."""
+        held = 0
+        try:
+            for _ in range(self._concurrency):
+                await self._slots.acquire()
+                held += 1
+            yield
+        finally:
+            for _ in range(held):
+                self._slots.release()
+
+    async def chat(self, body: dict[str, Any], *, throttled: bool = True) -> tuple[Completion | RequestError, int]:
         """Send one chat request (streamed when `body["stream"]`), retrying infrastructure
-        failures. Returns the outcome and the number of attempts made."""
+        failures. Returns the outcome and the number of attempts made. `throttled`: the request
+        waits for one of the `concurrency` slots (the load lane's do not: it holds them all, see `exclusive`)."""
         attempts = 0
         while True:
             attempts += 1
             retry_after: float | None = None
             try:
-                async with self._slots:
+                async with self._slots if throttled else contextlib.nullcontext():
                     return await self._send_once(body), attempts
             except openai.APIStatusError as error:
                 message, excerpt = _status_error_message(error)

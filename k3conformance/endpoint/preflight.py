@@ -41,6 +41,8 @@ class EndpointOptions(Protocol):
     @property
     def api_key(self) -> str | None: ...
     @property
+    def api_key_source(self) -> str: ...
+    @property
     def retries(self) -> int: ...
 
 
@@ -101,7 +103,12 @@ async def _served_models(client: openai.AsyncOpenAI, display: str, settings: End
     try:
         page = await client.models.list()
     except openai.AuthenticationError as error:
-        source = "--k3-api-key" if settings.api_key else "no key (set K3_API_KEY or --k3-api-key)"
+        # The source the key really came from (never the key), so the person fixes the right variable.
+        source = (
+            f"the key from {settings.api_key_source}"
+            if settings.api_key
+            else "no key (set K3_API_KEY, --k3-api-key, or --k3-api-key-env NAME)"
+        )
         raise EndpointError(
             f"The endpoint rejected the credentials: {tried} answered HTTP {error.status_code}. "
             f"Sent: {source}. Check the key the server was started with (--api-key)."

@@ -1,7 +1,7 @@
 """The gate's shape policy: which suites a candidate must have run, given how its deployment
 differs from the baseline's.
 
-Two kinds of difference count. The shape settings (endpoint/shapes.py: widths, MoE path,
+Two kinds of difference count. The shape settings (deployment/shapes.py: widths, MoE path,
 KV and state dtypes, speculative decoding, the disaggregation role), one reason per kind.
 And everything else the runs recorded about the server: SGLang's `/get_server_info` (every
 launch argument: attention backend, quantization, radix-cache strategy...), vLLM's and

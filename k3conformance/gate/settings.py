@@ -1,4 +1,4 @@
-"""The gate's options as one type: what the fixed-size comparison (decision.py) and the sequential
+"""The gate's options as one type: what the fixed-size comparison (gate/verdict.py) and the sequential
 plan (plan.py) read, named and defaulted as in the option table (options.GATE_OPTIONS and
 options.PLAN_OPTIONS), so `pytest --k3-baseline`, `k3conformance compare` and `k3conformance plan`
 cannot drift apart. Margins are in points, as the user writes them."""

@@ -1,6 +1,6 @@
 """The gate: may the candidate deployment ship, judged against a stored baseline run?
 
-Four kinds of evidence, each with its own verdict (see statistics.py for the tests):
+Four kinds of evidence, each with its own verdict (see stats/paired.py for the tests):
 
 - accuracy, per accuracy suite, paired by item with a margin;
 - looping and truncation rates, per accuracy suite, one-sided Fisher exact tests with a floor;
@@ -33,9 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from k3conformance.deployment.cookbook import contradictions, run_shape_settings
-from k3conformance.deployment.launch import merged_server_args
-from k3conformance.deployment.shapes import describe
+from k3conformance.deployment.cookbook import read_run_shape
 from k3conformance.gate.policy import (
     deployment_differences,
     deployment_identity,
@@ -118,7 +116,7 @@ class GateResult:
     verdict: GateVerdict = PASS
     # Where the baseline came from and why it was taken.
     baseline_origin: str = ""
-    # The sequential gate's path per suite (gate/sequential_run.py), when the run was gated sequentially.
+    # The sequential gate's path per suite (gate/sequential/state.py), when the run was gated sequentially.
     sequential: dict[str, Any] | None = None
 
     def fails(self) -> bool:
@@ -510,19 +508,19 @@ def _check_regressions(baseline: StoredRun, candidate: StoredRun) -> list[CheckR
 def _shape_finding(baseline: StoredRun, candidate: StoredRun) -> ShapeFinding:
     sides = []
     for run in (baseline, candidate):
-        settings, source = run_shape_settings(run.summary["shape"], _server_facts(run))
+        shape = read_run_shape(run.summary["shape"], run.summary.get("server_info"), run.summary.get("launch"))
         shown = (
-            f"{run.summary['shape']}: {describe(settings)} (from {source})"
-            if settings
+            f"{run.summary['shape']}: {shape.described} (from {shape.source})"
+            if shape.settings
             else f"{run.summary['shape']}: settings unknown"
         )
         identity = deployment_identity(run.summary.get("server_info"), run.summary.get("launch"))
-        sides.append((settings, shown, identity))
-    (base_settings, base_shown, base_identity), (cand_settings, cand_shown, cand_identity) = sides
+        sides.append((shape, shown, identity))
+    (base_shape, base_shown, base_identity), (cand_shape, cand_shown, cand_identity) = sides
+    base_settings, cand_settings = base_shape.settings, cand_shape.settings
     decision = shape_policy(base_settings, cand_settings, deployment_differences(base_identity, cand_identity))
     missing = tuple(suite for suite in decision.required_suites if suite not in candidate.scored_suites())
     missing_in_baseline = tuple(suite for suite in decision.required_suites if suite not in baseline.scored_suites())
-    derived, _ = run_shape_settings(None, _server_facts(candidate))
     return ShapeFinding(
         baseline=base_shown,
         candidate=cand_shown,
@@ -530,12 +528,8 @@ def _shape_finding(baseline: StoredRun, candidate: StoredRun) -> ShapeFinding:
         required_suites=decision.required_suites,
         missing_suites=missing,
         missing_in_baseline=missing_in_baseline,
-        contradictions=contradictions(candidate.summary["shape"], derived),
+        contradictions=cand_shape.contradictions,
     )
-
-
-def _server_facts(run: StoredRun) -> Mapping[str, Any] | None:
-    return merged_server_args(run.summary.get("server_info"), run.summary.get("launch"))
 
 
 def _points(share: float, *, sign: bool = True) -> str:

@@ -83,6 +83,10 @@ class Probe:
     # A round of a suite sampled in rounds (the sequential gate) sends samples first_sample … first_sample +
     # samples − 1 of the item; records keep those absolute indices, so --k3-resume finds them.
     first_sample: int = 0
+    # The load lane: its conversation runs holding every request slot of the process, so that
+    # nothing else this process sends is in flight beside it, and its own requests do not wait
+    # for slots, so that it sets the load itself (--k3-load-concurrency, beyond --k3-concurrency).
+    exclusive: bool = False
 
     def __post_init__(self) -> None:
         if bool(self.requests) == (self.conversation is not None):

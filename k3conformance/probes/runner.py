@@ -17,6 +17,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
+from collections import Counter
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -131,6 +132,8 @@ class Runner:
         # What each probe's requests cost in this run (resumed ones cost nothing): the sequential
         # gate's estimate of what stopping a suite saved starts from it.
         self.spent: dict[ProbeKey, Spend] = {}
+        # Requests waiting for their answer, per suite, for the progress line (run/progress.py).
+        self.in_flight: Counter[str] = Counter()
         self._writer = writer
         self._resume = resume
         self._loop = loop
@@ -192,12 +195,16 @@ class Runner:
             self._futures[probe.key] = future
         return future
 
-    def result(self, probe: Probe) -> ProbeResult:
-        """Wait for a probe's result (sending it now if it was not planned)."""
+    def result(
+        self, probe: Probe, wait: Callable[[concurrent.futures.Future[ProbeResult]], ProbeResult] | None = None
+    ) -> ProbeResult:
+        """Wait for a probe's result (sending it now if it was not planned); `wait` waits in its own way
+        (the progress line redraws while it waits)."""
         position = self._plan.position.get(probe.key)
         if position is not None:
             self._advance(position)
-        return self._submit(probe).result()
+        future = self._submit(probe)
+        return wait(future) if wait is not None else future.result()
 
     def cancel(self, suite: str, keep: Callable[[Probe], bool]) -> list[Probe]:
         """Stop a suite early: its planned probes that `keep` turns down and that have not finished
@@ -233,7 +240,10 @@ class Runner:
 
     async def _run_sample(self, probe: Probe, sample: int) -> SampleResult:
         exchange = RunnerExchange(self, probe, sample)
-        if probe.conversation is not None:
+        if probe.conversation is not None and probe.exclusive:
+            async with self._client.exclusive():
+                await probe.conversation(exchange)
+        elif probe.conversation is not None:
             await probe.conversation(exchange)
         else:
             await asyncio.gather(*(exchange.send(step, partial) for step, partial in probe.requests.items()))
@@ -263,7 +273,11 @@ class Runner:
             if earlier is not None:
                 self.stats.resumed += 1
                 return _outcome_from_record(earlier)
-        outcome, attempts = await self._client.chat(body)
+        self.in_flight[probe.suite] += 1
+        try:
+            outcome, attempts = await self._client.chat(body, throttled=not probe.exclusive)
+        finally:
+            self.in_flight[probe.suite] -= 1
         self.stats.sent += 1
         self.stats.attempts += attempts
         record: ResponseRecord = {

@@ -22,7 +22,7 @@ from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.answer_key import AnswerKey, default_fixtures_dir
 from k3conformance.reference.identity import DEFAULT_MODEL_ID, SIMULATOR_OWNER, SIMULATOR_WARNING, package_version
 from k3conformance.reference.simulator import Simulator
-from k3conformance.reference.transport import transport_faults_for
+from k3conformance.reference.transport import Hit, transport_faults_for
 from k3conformance.reference.values import InvalidRequest, Profile
 from k3conformance.reference.wire import completion_object, stream_frames
 from k3conformance.reference.words import words_for_bytes
@@ -112,6 +112,8 @@ class _Routes:
         self.prefix_cache = fault_hooks.prefix_cache_for(self.profile.faults)
         self.transport = transport_faults_for(self.profile.faults)
         self.parser = make_parser(self.profile.parser, fault_hooks.parser_settings(self.profile.faults))
+        # Streams being served now: only a load-sensitive profile counts them (and waits for them).
+        self.streams_in_flight = 0
 
     async def models(self, request: web.Request) -> web.Response:
         model = {
@@ -138,7 +140,7 @@ class _Routes:
                 **_shape_server_args(self.profile.shape),
                 "reasoning_parser": "kimi_k3" if fault_hooks.parser_settings(self.profile.faults).reasoning else None,
                 "tool_call_parser": "kimi_k3",
-                # Which implementation reads the simulated raw output (reference/parsers).
+                # Which implementation reads the simulated raw output (xtml/parsers).
                 "k3conformance_parser": {"name": self.parser.name, "version": self.parser.version},
                 "version": package_version(),
             }
@@ -191,6 +193,18 @@ class _Routes:
             return web.json_response(payload) if hit is None else await hit.answer(payload)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         frames = stream_frames(completion, include_usage=include_usage, **envelope)
+        if not fault_hooks.load_sensitive(self.profile.faults):
+            return await self._stream(request, frames, hit)
+        self.streams_in_flight += 1
+        try:
+            # The scheduler's batch window: streams sent together are then all in flight.
+            await asyncio.sleep(fault_hooks.LOAD_BATCH_WINDOW_S)
+            frames = fault_hooks.under_load(self.profile.faults, self.streams_in_flight, frames)
+            return await self._stream(request, frames, hit)
+        finally:
+            self.streams_in_flight -= 1
+
+    async def _stream(self, request: web.Request, frames: Iterator[str], hit: Hit | None) -> web.StreamResponse:
         if hit is not None:
             return await hit.stream(frames)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})

@@ -310,6 +310,43 @@ FAULTS: tuple[Fault, ...] = (
         "conformance",
         "usage.prompt_tokens leaves out the rendered tool declarations, so it disagrees with the server's own /tokenize for requests with tools",
     ),
+    # public K3/K2 serving bugs (docs/public-bugs.md; issue 23)
+    Fault(
+        "skipped-think-as-reasoning",
+        "conformance",
+        (
+            "SGLang PR 33995 (and 34187, 37743): the model sometimes skips its think block and writes the reply "
+            "directly, closing a response it never opened (about 18% of answers here: 127 of 700 BEAM answers there); "
+            "a reasoning parser forced into the think block by the prompt's generation prefix reads the whole reply "
+            "as reasoning, content empty"
+        ),
+    ),
+    Fault(
+        "tools-lost-in-unclosed-think",
+        "conformance",
+        (
+            "vLLM issue 53246 / PR 53249: the model omits <|close|>think<|sep|> (runs on into the answer, closes a "
+            "response it never opened, then calls); a parser that leaves the think block only at its close returns "
+            "the call inside reasoning_content and tool_calls empty (1-10% of tool turns there; every tool turn here)"
+        ),
+    ),
+    Fault(
+        "tools-lost-in-unclosed-think-streams",
+        "conformance",
+        (
+            "vLLM issue 53246, after the non-streaming fix: the same omitted think close, recovered in whole "
+            "outputs but not in streams (the streaming lane still failed on vLLM 0.28.0)"
+        ),
+    ),
+    Fault(
+        "concurrent-empty-tool-deltas",
+        "conformance",
+        (
+            "vLLM issue 54701: with 6 or more streams in flight the streaming tool-call parser emits empty "
+            "tool_calls deltas (no name, no arguments) and the stream still ends with finish_reason tool_calls; "
+            "never with one stream, never without streaming (only the load lane, at high concurrency, sees it)"
+        ),
+    ),
     # state
     Fault(
         "prefix-cache-corruption",

@@ -26,6 +26,7 @@ import dataclasses
 import hashlib
 import json
 import random
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -40,7 +41,15 @@ from k3conformance.reference.values import (
     SimulatedTurn,
 )
 from k3conformance.reference.words import count_tokens
-from k3conformance.xtml.markup import RESPONSE_CLOSE, RESPONSE_OPEN, THINK_CLOSE, THINK_OPEN, xtml_tools_block
+from k3conformance.xtml.markup import (
+    MESSAGE_CLOSE,
+    RESPONSE_CLOSE,
+    RESPONSE_OPEN,
+    THINK_CLOSE,
+    THINK_OPEN,
+    TOOLS_OPEN,
+    xtml_tools_block,
+)
 from k3conformance.xtml.parsers import ParserSettings
 
 # wire.REASONING_FIELD; wire imports this module, so the name is repeated rather than imported.
@@ -48,6 +57,14 @@ _REASONING_CONTENT = "reasoning_content"
 _VLLM_REASONING = "reasoning"
 # K3 ends a turn with token 163586; a server that forgets to map it reports it raw.
 _RAW_STOP = "stop_163586"
+# SGLang PR 33995: 127 of 700 BEAM answers skipped the think block; the same share of answers
+# here, chosen by a hash of the raw output so that a request always fares the same.
+_SKIPPED_THINK_SHARE = (127, 700)
+# vLLM 54701: the streaming tool parser loses calls with this many streams in flight.
+LOAD_FAULT_STREAMS = 6
+# How long a stream of a load-sensitive profile waits before decoding: the scheduler's batch
+# window, in which streams sent together are all in flight (a healthy profile never waits).
+LOAD_BATCH_WINDOW_S = 0.05
 # A tool call streamed by stream-repeats-tool-name is cut into this many argument deltas.
 _ARGUMENT_PIECES = 3
 
@@ -246,9 +263,7 @@ def first_tool_call_index(faults: frozenset[str], calls_in_history: int) -> int:
 # --- raw tool-call markup --------------------------------------------------------------
 
 
-def tool_markup_without_tools(
-    faults: frozenset[str], request: ChatRequest, item: FixtureItem | None, first_index: int
-) -> str | None:
+def tool_markup_without_tools(faults: frozenset[str], request: ChatRequest, item: FixtureItem | None) -> str | None:
     """Content replacing a text answer when the model calls tools that the request never declared.
 
     SGLang 39583: with no `tools` the tool-call parser never runs, so calls the model makes
@@ -259,7 +274,9 @@ def tool_markup_without_tools(
     if request.messages[-1].get("role") == "tool":
         return None  # with a tool result in hand the model answers rather than calling again
     return xtml_tools_block(
-        (call.name, first_index + offset, call.arguments) for offset, call in enumerate(item.tool_calls)
+        # Numbered within the message from 1, as K3's encoder writes them (raw_output.py).
+        (call.name, index, call.arguments)
+        for index, call in enumerate(item.tool_calls, start=1)
     )
 
 
@@ -381,10 +398,29 @@ def on_raw(faults: frozenset[str], raw: str) -> str:
         # reasoning parser reads it as reasoning and the content is empty.
         raw = raw.replace(f"{THINK_CLOSE}{RESPONSE_OPEN}", "\n", 1).replace(RESPONSE_OPEN, "", 1)
         raw = raw.replace(RESPONSE_CLOSE, "", 1)
+    if "skipped-think-as-reasoning" in faults and _skips_think(raw):
+        # The prompt's generation prefix opened the think block; the model writes the reply
+        # at once and closes the response it never opened (SGLang PR 37743's shape).
+        answer = raw.partition(RESPONSE_OPEN)[2].partition(RESPONSE_CLOSE)[0]
+        raw = f"{answer}{RESPONSE_CLOSE}{MESSAGE_CLOSE}"
+    if faults & _OMITTED_THINK_CLOSE and TOOLS_OPEN in raw and THINK_CLOSE in raw:
+        # vLLM 53246: no think close; the answer runs on from the reasoning and its response
+        # is closed without having been opened; the tools block follows as usual.
+        raw = raw.replace(THINK_CLOSE, "\n", 1).replace(RESPONSE_OPEN, "", 1)
     if "hallucinated-tool-name" in faults:
         # The model writes the `functions.` namespace of K2's call ids into the tool attribute.
         raw = raw.replace('<|open|>call tool="', '<|open|>call tool="functions.')
     return raw
+
+
+_OMITTED_THINK_CLOSE = frozenset({"tools-lost-in-unclosed-think", "tools-lost-in-unclosed-think-streams"})
+
+
+def _skips_think(raw: str) -> bool:
+    if RESPONSE_OPEN not in raw or TOOLS_OPEN in raw or MESSAGE_CLOSE not in raw:
+        return False  # only whole answers: not calls, not outputs cut by max_tokens
+    share, out_of = _SKIPPED_THINK_SHARE
+    return zlib.crc32(raw.encode()) % out_of < share
 
 
 def parser_settings(faults: frozenset[str]) -> ParserSettings:
@@ -399,6 +435,9 @@ def parser_settings(faults: frozenset[str]) -> ParserSettings:
         strips_message_close_in_streams="message-close-leak" not in faults,
         strings_kept_as_written="numeric-strings-coerced" not in faults,
         values_end_at_closing_marker="arguments-cut-at-marker" not in faults,
+        undecided_until_first_marker="skipped-think-as-reasoning" not in faults,
+        later_channels_end_think="tools-lost-in-unclosed-think" not in faults,
+        later_channels_end_think_in_streams=not faults & _OMITTED_THINK_CLOSE,
     )
 
 
@@ -412,6 +451,9 @@ _PARSER_FAULTS = frozenset(
         "message-close-leak",
         "numeric-strings-coerced",
         "arguments-cut-at-marker",
+        "skipped-think-as-reasoning",
+        "tools-lost-in-unclosed-think",
+        "tools-lost-in-unclosed-think-streams",
     }
 )
 
@@ -557,6 +599,35 @@ _STREAM_EDITS: tuple[tuple[str, Callable[[list[Chunk]], list[Chunk]]], ...] = (
     ("stream-repeats-tool-name", _tool_name_in_every_delta),
     ("no-done-marker", _without_done),
 )
+
+
+# --- streams in flight (app.py counts them) ------------------------------------------------
+
+
+def load_sensitive(faults: frozenset[str]) -> bool:
+    """Whether this deployment's streams depend on how many streams are in flight."""
+    return "concurrent-empty-tool-deltas" in faults
+
+
+def under_load(faults: frozenset[str], streams_in_flight: int, frames: Iterator[str]) -> Iterator[str]:
+    """A stream's frames as a deployment serving `streams_in_flight` streams at once sends them.
+
+    vLLM 54701: from LOAD_FAULT_STREAMS streams on, every tool_calls delta of a stream is an
+    empty array and the stream still ends with finish_reason tool_calls."""
+    if "concurrent-empty-tool-deltas" not in faults or streams_in_flight < LOAD_FAULT_STREAMS:
+        return frames
+    return _emptied_tool_deltas(frames)
+
+
+def _emptied_tool_deltas(frames: Iterator[str]) -> Iterator[str]:
+    for frame in frames:
+        if frame == _DONE:
+            yield frame
+            continue
+        chunk = json.loads(frame.removeprefix("data: "))
+        if _delta_has(chunk, "tool_calls"):
+            chunk["choices"][0]["delta"] = {"tool_calls": []}
+        yield f"data: {json.dumps(chunk)}\n\n"
 
 
 # --- fused-moe-loop: sglang issue 40751 --------------------------------------------------

@@ -8,6 +8,7 @@ can be shown to fail on a deployment with that bug and to pass on a healthy one.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from types import MappingProxyType
 
 from k3conformance.reference.catalogue import FAULTS
@@ -78,14 +79,23 @@ def profiles_of_kind(kind: ProfileKind) -> list[str]:
     return sorted(name for name, profile in PROFILES.items() if profile.kind == kind)
 
 
+def unknown_profile_message(name: str) -> str:
+    """The closest known names, not all 60-odd: `k3conformance serve --help` lists every profile."""
+    close = difflib.get_close_matches(name, sorted(PROFILES), n=3, cutoff=0.5)
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    return (
+        f"unknown reference profile {name!r}; {hint}the {len(PROFILES)} profiles are listed by "
+        "`k3conformance serve --help` (deployment shapes: tp8, ep32-deepep, ep32-megamoe)"
+    )
+
+
 def get_profile(name: str) -> Profile:
     """A profile by name; `NAME+PARSER` (`tp8+sglang`) is that profile read by another parser."""
     base_name, _, parser = name.partition("+")
     try:
         profile = PROFILES[base_name]
     except KeyError:
-        known = ", ".join(sorted(PROFILES))
-        raise KeyError(f"unknown reference profile {base_name!r}; known profiles: {known}") from None
+        raise KeyError(unknown_profile_message(base_name)) from None
     return with_parser(profile, parser) if parser else profile
 
 

@@ -105,7 +105,7 @@ class Simulator:
             reply = item.wrong_reply if item.wrong_reply is not None else wrong_variant(rng, item.reply)
         calls_in_history = sum(len(m.get("tool_calls") or ()) for m in request.messages if m["role"] == "assistant")
         first_index = fault_hooks.first_tool_call_index(faults, calls_in_history)
-        leaked_markup = fault_hooks.tool_markup_without_tools(faults, request, item, first_index)
+        leaked_markup = fault_hooks.tool_markup_without_tools(faults, request, item)
         try:
             planned = plan_tool_calls(request, question, item, faults)
             content: str | None

@@ -105,7 +105,7 @@ class SimulatedTurn:
     completion_tokens: int
     reasoning_tokens: int
     # Whether the request turned thinking on, as the chat template saw it; vLLM builds its
-    # reasoning parser per request from the same switch (reference/parsers/vllm.py).
+    # reasoning parser per request from the same switch (xtml/parsers/vllm.py).
     thinking: bool = True
 
 

@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 from k3conformance.endpoint.url import is_reference
+from k3conformance.formatting import terminal_safe
 from k3conformance.options import Settings, check_separate_path_values, resolve_settings
 from k3conformance.probes.probe import InfrastructureError, Probe, probe_of
 from k3conformance.run.activation import STASH_KEY, SUITES_MARKER, has_suites_conftest, reference_profile
+from k3conformance.run.ordering import MARKERS, conformance_first, mark_kinds, suite_kinds
 from k3conformance.run.signals import interrupt_on_sigterm, restore_sigterm
-from k3conformance.run.state import WORKERINPUT_KEY, WORKEROUTPUT_KEY, RunState
-from k3conformance.run.tally import USER_PROPERTY, classify, suite_of, tally_report
+from k3conformance.run.state import WORKERINPUT_KEY, WORKEROUTPUT_KEY, BaselineViews, RunState
+from k3conformance.run.tally import FAILED, USER_PROPERTY, classify, suite_of, tally_report
 from k3conformance.run.terminal import (
     NO_BASELINE_NOTE,
     SIMULATOR_NOTICE,
@@ -27,6 +29,7 @@ from k3conformance.run.terminal import (
     check_table,
     failure_lines,
     header_lines,
+    live_failure_line,
     metric_lines,
     suite_table,
 )
@@ -50,6 +53,8 @@ def activate(config: pytest.Config) -> RunState:
         )
     config.addinivalue_line("markers", "k3_suite(name): the k3conformance suite a test belongs to")
     config.addinivalue_line("markers", "k3_vendor: a vendor-mode check, run only with --k3-vendor")
+    for marker in MARKERS:
+        config.addinivalue_line("markers", marker)
     if not hasattr(config, "workerinput"):
         check_separate_path_values(config)
     settings = resolve_settings(config)
@@ -65,7 +70,8 @@ def activate(config: pytest.Config) -> RunState:
         state.launch = _read_launch(state.settings.server_args, state.settings.api_key)
     if state.role != "worker" and state.settings.baseline is not None and not config.option.collectonly:
         state.baseline = _load_baseline(state.settings)
-    config.pluginmanager.register(RunHooks(state), "k3conformance-run")
+        state.baseline_views = BaselineViews(state.baseline)
+    config.pluginmanager.register(RunHooks(state, config), "k3conformance-run")
     if config.pluginmanager.hasplugin("xdist") and state.role != "worker":
         from k3conformance.run.xdist import XdistHooks
 
@@ -99,12 +105,12 @@ def _read_launch(path: Path, api_key: str | None) -> dict[str, Any]:
         raise pytest.UsageError(f"--k3-server-args: {error}") from None
 
 
-def _sequential_plan(baseline: StoredRun, settings: Settings) -> list[str]:
+def _sequential_plan(views: BaselineViews, settings: Settings) -> list[str]:
     """What a gated run will cost, as `k3conformance plan` prints it."""
-    from k3conformance.gate.sequential.plan import a_a_partner, plan_report
+    from k3conformance.gate.sequential.plan import plan_report
     from k3conformance.gate.settings import GateSettings
 
-    return plan_report(baseline, GateSettings.from_options(settings), a_a_partner(baseline))
+    return plan_report(views.baseline, GateSettings.from_options(settings), views.partner)
 
 
 def _resolve_up_front(config: pytest.Config) -> bool:
@@ -164,6 +170,21 @@ def _note_dataset(state: RunState, probe: Probe) -> None:
         entry["items"].append(probe.item)
 
 
+def _start_progress(session: pytest.Session, state: RunState) -> None:
+    """The progress line's totals: each suite's tests, as finally selected."""
+    from collections import Counter
+
+    from k3conformance.run.progress import Progress, Waiter
+
+    config = session.config
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is None:
+        return
+    totals = Counter(suite for suite in map(suite_of, session.items) if suite is not None)
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    state.waiter = Waiter(Progress(totals), terminal, capture, config.get_verbosity(), state.settings.progress_interval)
+
+
 def _run_gate(state: RunState, summary: RunSummary) -> GateResult:
     from k3conformance.gate.report import write_reports
     from k3conformance.gate.settings import GateSettings
@@ -184,8 +205,11 @@ def _run_gate(state: RunState, summary: RunSummary) -> GateResult:
 class RunHooks:
     """The hooks of a k3conformance run, registered by `activate` only in sessions that run one."""
 
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: RunState, config: pytest.Config) -> None:
         self.state = state
+        self.config = config
+        # (suite, check, layer) already shown as it happened: one line each, the rest are counted in the tables.
+        self._shown_failures: set[tuple[str, str, str]] = set()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -214,12 +238,12 @@ class RunHooks:
                 origin = "the server's arguments" if shape["source"] == "server" else "the shape registry"
                 lines.append(f"k3conformance: deployment settings {shape['described']} (from {origin})")
             lines += [f"k3conformance: WARNING {line}" for line in shape["contradictions"]]
-        if state.baseline is not None:
+        if state.baseline is not None and state.baseline_views is not None:
             lines.append(
                 f"k3conformance: gating against the baseline {state.baseline.label}, {state.baseline.origin} "
                 f"({state.settings.gate} mode)"
             )
-            lines += [f"k3conformance: {line}" for line in _sequential_plan(state.baseline, state.settings)]
+            lines += [f"k3conformance: {line}" for line in _sequential_plan(state.baseline_views, state.settings)]
             if state.settings.sequential and state.role == "controller":
                 lines.append(
                     "k3conformance: sequential gating runs in a single process only: under xdist the run is fixed-size"
@@ -238,12 +262,18 @@ class RunHooks:
 
         return [f"k3conformance: {agent_isolation(self.state.settings.agent_unisolated).describe()}"]
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        """--k3-vendor checks only with it; --k3-limit keeps N items per suite (every item kind a check needs); then
-        the sequential gate's committed order."""
+        """Mark each suite's tests conformance or accuracy (before `-m` deselects) and put the conformance
+        suites first; --k3-vendor checks only with it; --k3-limit keeps N items per suite (every item kind a
+        check needs); then the sequential gate's committed order."""
         from k3conformance.probes.selection import limited, vendor_only
 
         settings = self.state.settings
+        kinds = suite_kinds(items)
+        mark_kinds(items, kinds)
+        if settings.conformance_first:
+            conformance_first(items, kinds)
         deselected: list[pytest.Item] = []
         if not settings.vendor:
             deselected = [item for item in items if vendor_only(item)]
@@ -279,6 +309,8 @@ class RunHooks:
         """Tell our xdist scheduler which probe each test uses."""
         # tryfirst: before xdist's worker reports its collection to the scheduler.
         state = self.state
+        if state.role == "single" and not session.config.option.collectonly:
+            _start_progress(session, state)
         if state.role == "worker" and state.share_known and state.groups_file is not None:
             from k3conformance.run.scheduling import probe_groups, write_probe_groups
 
@@ -301,6 +333,9 @@ class RunHooks:
         outcome = classify(item, call, report)
         if outcome is not None:
             report.user_properties.append((USER_PROPERTY, outcome))
+            from k3conformance.run.junit import mark_item
+
+            mark_item(item, report, outcome, self.state.settings.fail_unsolved)
         if call.excinfo is not None and call.excinfo.errisinstance(InfrastructureError):
             # The endpoint failed, not our code: the message is the whole story.
             report.longrepr = str(call.excinfo.value)
@@ -324,10 +359,27 @@ class RunHooks:
                 state.writer.write(record)
         if state.role != "worker":
             tally_report(state.tallies, report)
+            self._show_failure(report)
         if state.sequential is not None:
             from k3conformance.run.sequential import feed_report
 
             feed_report(state, report)
+
+    def _show_failure(self, report: pytest.TestReport) -> None:
+        """Print a conformance failure when it happens, not only in the closing tables: the first of each
+        check and layer, with its excerpt (quiet only under -qq)."""
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is None or self.config.get_verbosity() < -1:
+            return
+        for name, value in report.user_properties:
+            if name != USER_PROPERTY or not isinstance(value, dict) or value.get("outcome") != FAILED:
+                continue
+            key = (str(value["suite"]), str(value["test"]) + str(value.get("mode") or ""), str(value.get("layer")))
+            if key in self._shown_failures:
+                continue
+            self._shown_failures.add(key)
+            terminal.ensure_newline()
+            terminal.write_line(live_failure_line(value, report.nodeid), red=True)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -347,6 +399,9 @@ class RunHooks:
             state.gate_result = _run_gate(state, summary)
             if state.gate_result.fails():
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            from k3conformance.run.junit import report_gate_case
+
+            report_gate_case(session.config, state.gate_result)
         if state.settings.save_baseline:
             from k3conformance.run.admission import end_reasons
 
@@ -362,7 +417,11 @@ class RunHooks:
         state = self.state
         if state.role == "worker" or not (state.tallies or state.stats.sent or state.stats.resumed):
             return
-        write = terminalreporter.write_line
+
+        def write(line: str, **markup: bool) -> None:
+            # Excerpts, check names and server strings in these lines came from outside.
+            terminalreporter.write_line(terminal_safe(line), **markup)
+
         terminalreporter.section("k3conformance")
         if state.tallies:
             for line in suite_table(state.tallies).splitlines():
@@ -406,7 +465,7 @@ class RunHooks:
 
         terminalreporter.section("k3conformance gate")
         colour = {"red": True} if result.fails() else {"yellow": True} if result.verdict != "PASS" else {"green": True}
-        lines = text_report(result)
+        lines = [terminal_safe(line) for line in text_report(result)]
         terminalreporter.write_line(lines[0], bold=True, **colour)
         for line in lines[1:]:
             terminalreporter.write_line(line)
@@ -416,4 +475,11 @@ class RunHooks:
                 "would fail it): see the minimum detectable drop above",
                 yellow=True,
             )
-        terminalreporter.write_line(f"gate reports: {self.state.run_dir}/gate.md, gate.json")
+        from k3conformance.gate.report import GATE_CHART
+
+        chart = (
+            ", gate.png"
+            if (self.state.run_dir / GATE_CHART).is_file()
+            else " (gate.png not drawn: matplotlib, the plot extra, is not installed)"
+        )
+        terminalreporter.write_line(f"gate reports: {self.state.run_dir}/gate.md, gate.json{chart}")

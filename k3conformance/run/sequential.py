@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from k3conformance.gate.sequential.plan import a_a_partner
 from k3conformance.gate.sequential.state import SequentialRun
 from k3conformance.gate.settings import GateSettings
 from k3conformance.probes.probe import probe_of
@@ -37,7 +36,7 @@ def order_for_sequential_gate(config: pytest.Config, items: list[pytest.Item], s
         GateSettings.from_options(state.settings),
         state.run_dir.name,
         collected,
-        partner=a_a_partner(state.baseline),
+        partner=state.baseline_views.partner if state.baseline_views else None,
     )
     if not run.suites:
         return None

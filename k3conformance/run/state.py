@@ -10,6 +10,7 @@ from __future__ import annotations
 import platform
 import sys
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from k3conformance.gate.sequential.state import SequentialRun
     from k3conformance.gate.verdict import GateResult
     from k3conformance.probes.runner import BackgroundLoop, Runner
+    from k3conformance.run.progress import Waiter
     from k3conformance.runs.stored import StoredRun
 
 Role = Literal["single", "controller", "worker"]
@@ -82,6 +84,21 @@ def shape_label(settings: Settings) -> str:
     return "unlabelled"
 
 
+class BaselineViews:
+    """What the run derives from its baseline beyond the summary, computed once per session: its A/A
+    partner (a scan and validation of every neighbouring run). The item totals are kept by the
+    baseline itself (`StoredRun.item_totals`)."""
+
+    def __init__(self, baseline: StoredRun) -> None:
+        self.baseline = baseline
+
+    @cached_property
+    def partner(self) -> StoredRun | None:
+        from k3conformance.gate.sequential.plan import a_a_partner
+
+        return a_a_partner(self.baseline)
+
+
 @dataclass
 class RunState:
     settings: Settings
@@ -116,9 +133,13 @@ class RunState:
     launch: dict[str, Any] | None = None
     # The run gated against, loaded at configure time (controller or single process only).
     baseline: StoredRun | None = None
+    # The baseline's views derived from its neighbours, looked up once per session.
+    baseline_views: BaselineViews | None = None
     gate_result: GateResult | None = None
     # The sequential gate of this run's accuracy suites (single process with a baseline only).
     sequential: SequentialRun | None = None
+    # What the progress line shows while a test waits (run/progress.py); None: no line (xdist worker).
+    waiter: Waiter | None = None
 
     @classmethod
     def for_process(cls, config: pytest.Config, settings: Settings) -> RunState:
@@ -306,18 +327,14 @@ class RunState:
     def shape_settings(self) -> dict[str, Any]:
         """The deployment's defining settings, from the server's own arguments when it
         reports them, else from a registry --k3-shape; and any contradiction between the two."""
-        from k3conformance.deployment.cookbook import contradictions, run_shape_settings
-        from k3conformance.deployment.launch import merged_server_args
-        from k3conformance.deployment.shapes import describe
+        from k3conformance.deployment.cookbook import read_run_shape
 
-        info = merged_server_args(self.endpoint.server_info if self.endpoint else None, self.launch)
-        settings, source = run_shape_settings(self.settings.shape, info)
-        derived, _ = run_shape_settings(None, info)
+        shape = read_run_shape(self.settings.shape, self.endpoint.server_info if self.endpoint else None, self.launch)
         return {
-            "settings": asdict(settings) if settings else None,
-            "described": describe(settings) if settings else None,
-            "source": source,
-            "contradictions": contradictions(self.settings.shape, derived),
+            "settings": asdict(shape.settings) if shape.settings else None,
+            "described": shape.described,
+            "source": shape.source,
+            "contradictions": shape.contradictions,
         }
 
     def write_summary(self, status: RunStatus, exit_status: int | None = None) -> RunSummary:

@@ -11,7 +11,7 @@ from tabulate import tabulate
 from k3conformance.endpoint.resolved import ResolvedEndpoint
 from k3conformance.endpoint.url import is_reference, strip_credentials
 from k3conformance.formatting import percent
-from k3conformance.options import Settings
+from k3conformance.options import Settings, key_lines
 from k3conformance.run.tally import SuiteTally
 from k3conformance.scoring.call_matching import SchemaAccuracy, TriggerCounts
 from k3conformance.scoring.item_score import summarize
@@ -40,6 +40,7 @@ def header_lines(
             f"temperature {settings.temperature}, top_p {settings.top_p}, concurrency {settings.concurrency}/process"
         ),
         f"k3conformance: records {'resume into' if resumed else 'go to'} {run_dir}",
+        *(f"k3conformance: {line}" for line in key_lines(settings)),
     ]
     if settings.prompt_token_cases is not None:
         lines.append(
@@ -126,7 +127,7 @@ def accuracy_table(tallies: Mapping[str, SuiteTally]) -> str:
         "suite",
         "items",
         "samples",
-        "accuracy [95% CI]",
+        "accuracy [95% Wilson]",
         "no answer",
         "truncated",
         "looping",
@@ -150,6 +151,16 @@ def check_table(tallies: Mapping[str, SuiteTally]) -> str:
     return tabulate(
         rows, headers=["suite", "check", "passed", "failed", "not scored", "failures by layer"], tablefmt="github"
     )
+
+
+def live_failure_line(outcome: Mapping[str, Any], nodeid: str) -> str:
+    """A conformance failure as it happens: suite, check, layer and the first line of the message."""
+    check = str(outcome.get("test", "")).removeprefix("test_") + (f"[{outcome['mode']}]" if outcome.get("mode") else "")
+    message = str(outcome.get("message") or "").splitlines()
+    first = message[0] if message else ""
+    return f"k3conformance: FAILED {outcome.get('suite')}/{check} [layer: {outcome.get('layer') or 'unattributed'}] {nodeid}: {first}"[
+        :400
+    ]
 
 
 def failure_lines(tallies: Mapping[str, SuiteTally]) -> list[str]:

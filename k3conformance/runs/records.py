@@ -4,6 +4,16 @@ Each process appends JSON lines to its own `records-<process>.jsonl` and flushes
 line as it is written, so a crash or Ctrl-C loses no finished record; a partial last
 line (the process died mid-write) is skipped on reading. The run's `summary.json` is
 replaced atomically (write, then rename), so it is never half-written.
+
+A conversation's history is stored once: an agentic turn's request repeats every message of
+the turn before it, so a response record whose messages start with the messages of the same
+conversation's previous record (same suite, item and sample, in the same file) stores only
+the messages it adds, with `messages_from: {"step", "count"}` naming what it continues, and
+leaves out the fields equal to that request's (`same_as_before`: the tool schemas, sampling).
+Storage then grows with a conversation's length, not with its square. `iter_records` puts
+the whole request back; a record whose predecessor is missing (a file cut by hand) keeps its
+tail and its `messages_from`. Resuming needs only responses and fingerprints (of the whole
+request, taken before it is written), so it reads records either way.
 """
 
 from __future__ import annotations
@@ -28,6 +38,13 @@ STATUS_INCOMPLETE: RunStatus = "incomplete"
 STATUS_INTERRUPTED: RunStatus = "interrupted"
 
 RecordKey = tuple[str, str, int, str]
+# A stored request that continues the previous request of its conversation.
+MESSAGES_FROM = "messages_from"
+# The request's other fields (tools, sampling) that are the same as in that previous request.
+SAME_AS_BEFORE = "same_as_before"
+_Conversation = tuple[str, str, int]
+# Per conversation: the step of its last request, and that request.
+_History = tuple[str, dict[str, Any]]
 
 
 def utc_now() -> str:
@@ -118,10 +135,36 @@ def iter_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def iter_records(run_dir: Path, kind: str | None = None) -> Iterator[dict[str, Any]]:
+    """Every record of a run, a response's request whole again (see the module's docstring)."""
     for path in sorted(run_dir.glob(RECORDS_GLOB)):
+        histories: dict[_Conversation, _History] = {}
         for _, record in iter_lines(path):
+            if record.get("kind") == "response":
+                record = expand_request(record, histories)
             if kind is None or record.get("kind") == kind:
                 yield record
+
+
+def expand_request(record: dict[str, Any], histories: dict[_Conversation, _History]) -> dict[str, Any]:
+    """A response record with its whole request, from the conversation's earlier records (in file order)."""
+    request = record.get("request")
+    if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
+        return record
+    key = (str(record.get("suite")), str(record.get("item")), int(record.get("sample", 0)))
+    reference = request.get(MESSAGES_FROM)
+    if isinstance(reference, dict):
+        earlier = histories.get(key)
+        count = int(reference.get("count", -1))
+        if earlier is None or earlier[0] != reference.get("step") or len(earlier[1]["messages"]) != count:
+            return record
+        previous = earlier[1]
+        whole = {name: previous[name] for name in request.get(SAME_AS_BEFORE) or () if name in previous}
+        whole.update({name: value for name, value in request.items() if name not in (MESSAGES_FROM, SAME_AS_BEFORE)})
+        whole["messages"] = previous["messages"] + request["messages"]
+        request = whole
+        record = {**record, "request": whole}
+    histories[key] = (str(record.get("step")), request)
+    return record
 
 
 def record_key(record: dict[str, Any]) -> RecordKey:
@@ -135,16 +178,42 @@ class RecordWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.Lock()
+        # Per conversation, the step and request of the last response record written to this file.
+        self._histories: dict[_Conversation, _History] = {}
         self._handle: IO[str] = path.open("a", encoding="utf-8")
         if self._handle.tell() > 0 and not _ends_with_newline(path):
             # The last run died mid-line: start ours on a line of its own.
             self._handle.write("\n")
 
     def write(self, record: Mapping[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
         with self._lock:
+            if record.get("kind") == "response":
+                record = self._compact(record)
+            line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
             self._handle.write(line)
             self._handle.flush()
+
+    def _compact(self, record: Mapping[str, Any]) -> Mapping[str, Any]:
+        request = record.get("request")
+        messages = request.get("messages") if isinstance(request, dict) else None
+        if not isinstance(request, dict) or not isinstance(messages, list):
+            return record
+        key = (str(record.get("suite")), str(record.get("item")), int(record.get("sample", 0)))
+        earlier = self._histories.get(key)
+        # Copies: the caller's list may grow with the next turn.
+        self._histories[key] = (str(record.get("step")), {**request, "messages": list(messages)})
+        if earlier is None:
+            return record
+        step, previous = earlier
+        count = len(previous["messages"])
+        if not count or len(messages) < count or messages[:count] != previous["messages"]:
+            return record
+        same = sorted(name for name, value in request.items() if name != "messages" and previous.get(name) == value)
+        compact = {name: value for name, value in request.items() if name not in same}
+        compact.update(messages=messages[count:], **{MESSAGES_FROM: {"step": step, "count": count}})
+        if same:
+            compact[SAME_AS_BEFORE] = same
+        return {**record, "request": compact}
 
     def close(self) -> None:
         with self._lock:

@@ -88,7 +88,7 @@ class _Provenance(TypedDict, total=False):
     selection: Selection
     # Launch arguments and environment the user passed with --k3-server-args.
     launch: dict[str, Any] | None
-    # The sequential gate's committed item order per suite (gate/sequential_run.py).
+    # The sequential gate's committed item order per suite (gate/sequential/state.py).
     sequential: dict[str, Any] | None
 
 

@@ -11,8 +11,9 @@ anything is sent to the endpoint.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from k3conformance.runs.records import (
@@ -40,6 +41,10 @@ class StoredRun:
     path: Path | None
     # Why this run was taken, for the header and the report.
     origin: str = "the run in progress"
+    # Each suite's item totals, built once: the sequential gate reads the baseline's after every test.
+    _item_totals: dict[str, Mapping[str, ItemTotals]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def label(self) -> str:
@@ -49,8 +54,14 @@ class StoredRun:
     def suites(self) -> Mapping[str, Mapping[str, Any]]:
         return self.summary["suites"]
 
-    def item_totals(self, suite: str) -> dict[str, ItemTotals]:
-        """Every item the run scored, with zero-sample items too (the gate counts them as missing)."""
+    def item_totals(self, suite: str) -> Mapping[str, ItemTotals]:
+        """Every item the run scored, with zero-sample items too (the gate counts them as missing);
+        built on first use and kept, since a stored summary does not change."""
+        if suite not in self._item_totals:
+            self._item_totals[suite] = MappingProxyType(self._build_item_totals(suite))
+        return self._item_totals[suite]
+
+    def _build_item_totals(self, suite: str) -> dict[str, ItemTotals]:
         scores = self.suites[suite]["scores"] if suite in self.suites else {}
         return {item: ItemTotals(entry["samples"], float(entry["correct"])) for item, entry in scores.items()}
 

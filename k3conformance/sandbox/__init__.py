@@ -1,6 +1,10 @@
 """Runs model-written Python programs (a solution followed by its tests) in a sandbox.
 
-A program passes iff it exits with status 0. Everything it does is treated as hostile:
+A program passes iff it exits with status 0 and, when sealed, ran to its end (process.py:
+a status 0 from os._exit on the way passes nothing). Files it leaves come back only when
+asked for, after every process of the run is gone, never through a link, within caps
+(collect.py). What this holds against a hostile model: docs/sandbox.md. Everything it does
+is treated as hostile:
 it runs in a fresh temporary directory, in its own process group (killed as a whole when
 it ends or times out), under resource limits, with a scrubbed environment and no stdin.
 Two backends:
@@ -55,7 +59,7 @@ __all__ = [
     "sandbox_backend",
 ]
 from k3conformance.sandbox.backends import _isolation_for
-from k3conformance.sandbox.process import _execute
+from k3conformance.sandbox.process import Collect, _execute
 
 
 def run_python(
@@ -64,17 +68,22 @@ def run_python(
     limits: SandboxLimits = DEFAULT_LIMITS,
     backend: str | None = None,
     files: Mapping[str, str] | None = None,
-    collect: bool = False,
+    collect: Collect = False,
+    seal: bool = False,
 ) -> ExecutionResult:
-    """Run `program` (solution + tests) in the sandbox; it passes iff it exits with status 0.
+    """Run `program` (solution + tests) in the sandbox; it passes iff it exits with status 0
+    (and, when `seal`, only when it ran to its end: see `ExecutionResult.sealed`).
 
     `files` (relative path -> text) are written next to the program first, a fresh copy
-    for this run only; with `collect` the result carries the files as the program left
-    them (`ExecutionResult.files`). Raises SandboxError only when the sandbox itself fails
-    to start the program, SandboxUnavailable when `backend` does not work here, and
-    ValueError for a file path that leaves the directory. Nothing the program does raises.
+    for this run only. `collect` brings files back as the program left them
+    (`ExecutionResult.files`): True for every file, or a sequence of the relative paths
+    (files or directories) the caller needs; they are read only once every process of the
+    run is gone, never through a link, within `limits.collect_files` and `collect_bytes`.
+    Raises SandboxError only when the sandbox itself fails to start the program,
+    SandboxUnavailable when `backend` does not work here, and ValueError for a file path
+    that leaves the directory. Nothing the program does raises.
     """
-    return _execute(program, limits, _isolation_for(backend), files or {}, collect)
+    return _execute(program, limits, _isolation_for(backend), files or {}, collect, seal)
 
 
 class SandboxPool:
@@ -97,10 +106,11 @@ class SandboxPool:
         limits: SandboxLimits = DEFAULT_LIMITS,
         *,
         files: Mapping[str, str] | None = None,
-        collect: bool = False,
+        collect: Collect = False,
+        seal: bool = False,
     ) -> Future[ExecutionResult]:
         return self._executor.submit(
-            run_python, program, limits=limits, backend=self._backend, files=files, collect=collect
+            run_python, program, limits=limits, backend=self._backend, files=files, collect=collect, seal=seal
         )
 
     async def run(
@@ -109,10 +119,11 @@ class SandboxPool:
         limits: SandboxLimits = DEFAULT_LIMITS,
         *,
         files: Mapping[str, str] | None = None,
-        collect: bool = False,
+        collect: Collect = False,
+        seal: bool = False,
     ) -> ExecutionResult:
         """The same as submit, awaited from an event loop."""
-        return await asyncio.wrap_future(self.submit(program, limits, files=files, collect=collect))
+        return await asyncio.wrap_future(self.submit(program, limits, files=files, collect=collect, seal=seal))
 
     def close(self, *, cancel_pending: bool = False) -> None:
         """Wait for running programs (and, unless `cancel_pending`, queued ones) to finish."""

@@ -64,6 +64,23 @@ _EXIT_POLL_S = 0.02
 _DRAIN_GRACE_S = 0.5
 
 
+# After the kill, how long to wait for every process of the run to be gone (bubblewrap's
+# namespace init, the per-run uid's processes) before giving up on collecting its files.
+_GONE_GRACE_S = 3.0
+
+
+# A sealed run: the sandbox writes a random token here, the wrapper (main.py) reads and
+# deletes it before the program starts, and prints it as the last line once the program
+# has run to its end. The program itself goes into PROGRAM_BODY.
+SEAL_FILE = ".k3-seal"
+
+
+PROGRAM_BODY = "program.py"
+
+
+SEAL_MARK = "k3-seal"
+
+
 _LAUNCHER_FAILED = b"E"
 
 
@@ -93,11 +110,31 @@ class SandboxLimits:
     file_size_bytes: int = 16 * MIB
     processes: int = 64
     output_bytes: int = 1 * MIB  # captured per stream; more ends the run
+    # What the host reads back of the files a run left, when the caller asks for them:
+    # sparse files and file counts cost the program nothing, so the host caps both.
+    collect_files: int = 1000
+    collect_bytes: int = 16 * MIB
 
     def __post_init__(self) -> None:
-        for name in ("cpu_seconds", "wall_seconds", "memory_bytes", "file_size_bytes", "processes", "output_bytes"):
+        for name in (
+            "cpu_seconds",
+            "wall_seconds",
+            "memory_bytes",
+            "file_size_bytes",
+            "processes",
+            "output_bytes",
+            "collect_files",
+            "collect_bytes",
+        ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"SandboxLimits.{name} must be positive, got {getattr(self, name)!r}")
+
+    @property
+    def worst_case_memory_bytes(self) -> int:
+        """The most memory one run can hold without a cgroup: RLIMIT_AS is per process, so
+        every allowed process at the cap, plus the two tmpfs mounts (/tmp, /dev/shm) of the
+        bubblewrap backend, which live in RAM outside any process's address space."""
+        return self.processes * self.memory_bytes + 2 * 4 * self.file_size_bytes
 
 
 @dataclass(frozen=True)
@@ -112,8 +149,14 @@ class ExecutionResult:
     stderr_excerpt: str
     backend: str = ""
     # The files under the program's directory after the run (path -> text), when the
-    # caller gave it files and asked for them back; None otherwise.
+    # caller asked for them back and every process of the run was gone; None otherwise.
     files: Mapping[str, str] | None = None
+    # Why `files` is None or incomplete although asked for (a cap reached, processes that
+    # outlived the kill); None when everything asked for came back.
+    collect_problem: str | None = None
+    # A sealed run: what the program left in K3_SEAL_PAYLOAD when it ran to its end (""
+    # when nothing); None when it did not reach its end or the run was not sealed.
+    sealed: str | None = None
 
 
 @dataclass(frozen=True)

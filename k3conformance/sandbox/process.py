@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import re
+import secrets
 import selectors
 import shutil
 import signal
@@ -13,14 +15,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from k3conformance.sandbox.collect import collect_files
 from k3conformance.sandbox.launcher import _environment, _launcher_argv
 from k3conformance.sandbox.limits import (
     _DRAIN_GRACE_S,
     _EXIT_POLL_S,
+    _GONE_GRACE_S,
     _LAUNCHER_FAILED,
     _PER_RUN,
     _READ_CHUNK,
@@ -30,10 +34,13 @@ from k3conformance.sandbox.limits import (
     NOGROUP_GID,
     OUTPUT_TAIL_CHARS,
     PER_RUN_UID_BASE,
+    PROGRAM_BODY,
     PROGRAM_FILE,
     RLIMIT,
     SAFE_PATH,
     SANDBOX_DIR,
+    SEAL_FILE,
+    SEAL_MARK,
     WORLD_WRITABLE_DIRS,
     ExecutionResult,
     SandboxError,
@@ -50,6 +57,13 @@ class _Watched:
     timed_out: bool = False
     overflowing_stream: str | None = None
     duration_s: float = 0.0
+    status: bytes = b""
+    # Every process of the run has exited: its files can no longer change under the host.
+    all_gone: bool = False
+
+
+# What a run brings back: nothing (False), everything (True) or the named paths.
+Collect = bool | Sequence[str]
 
 
 def _execute(
@@ -57,45 +71,82 @@ def _execute(
     limits: SandboxLimits,
     isolation: _Isolation,
     files: Mapping[str, str] | None = None,
-    collect: bool = False,
+    collect: Collect = False,
+    seal: bool = False,
 ) -> ExecutionResult:
     workdir = Path(tempfile.mkdtemp(prefix="k3sandbox-"))
     try:
         for relative, text in (files or {}).items():
-            path = _inside(workdir, relative)
+            path = _inside(workdir, relative, seal)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
-        (workdir / PROGRAM_FILE).write_text(program, encoding="utf-8")
-        result = _run_in(workdir, limits, isolation)
-        return dataclasses.replace(result, files=_collect(workdir, limits)) if collect else result
+        token = secrets.token_hex(16) if seal else None
+        if token is not None:
+            (workdir / SEAL_FILE).write_text(token, encoding="ascii")
+            (workdir / PROGRAM_BODY).write_text(program, encoding="utf-8")
+            (workdir / PROGRAM_FILE).write_text(_SEALED_MAIN, encoding="utf-8")
+        else:
+            (workdir / PROGRAM_FILE).write_text(program, encoding="utf-8")
+        result, all_gone = _run_in(workdir, limits, isolation, token)
+        if collect is False:
+            return result
+        if not all_gone:
+            outlived = "processes of the run outlived the kill; nothing was collected"
+            return dataclasses.replace(result, files=None, collect_problem=outlived)
+        wanted = None if collect is True else list(collect)
+        found, problem = collect_files(workdir, wanted, limits)
+        return dataclasses.replace(result, files=found, collect_problem=problem)
     finally:
         _remove_tree(workdir)
 
 
-def _inside(workdir: Path, relative: str) -> Path:
+# The main.py of a sealed run. It takes the token and the program's text before any of the
+# program runs, runs the program as __main__ (its own module, so pickling, dataclasses and
+# typing see its names), and prints the token (with the program's K3_SEAL_PAYLOAD) only
+# when the program reached its end: an os._exit(0), sys.exit(0) or exit() on the way
+# leaves the run without its seal, so status 0 alone passes nothing. What it needs after
+# the program is bound to locals first (the program may rebind `os` or `json` in __main__),
+# and it ends with os._exit: no atexit handler or thread of the program writes after it.
+_SEALED_MAIN = f"""
+def _k3_sealed_run():
+    import json, os, sys
+
+    dumps, write, end, stdout, stderr = json.dumps, os.write, os._exit, sys.stdout, sys.stderr
+    with open({SEAL_FILE!r}, "rb") as handle:
+        token = handle.read()
+    os.unlink({SEAL_FILE!r})
+    path = os.path.abspath({PROGRAM_BODY!r})
+    with open(path, encoding="utf-8") as handle:
+        source = handle.read()
+    namespace = sys.modules["__main__"].__dict__
+    namespace.pop("_k3_sealed_run", None)
+    namespace["__file__"] = path
+    exec(compile(source, path, "exec"), namespace)
+    payload = dumps(str(namespace.get("K3_SEAL_PAYLOAD", "")))
+    stdout.flush()
+    stderr.flush()
+    line = b"\\n{SEAL_MARK} " + token + b" " + payload.encode("ascii") + b"\\n"
+    while line:
+        line = line[write(1, line) :]
+    end(0)
+
+
+_k3_sealed_run()
+"""
+
+
+def _inside(workdir: Path, relative: str, seal: bool = False) -> Path:
     parts = Path(relative).parts
-    if not parts or Path(relative).is_absolute() or ".." in parts or relative == PROGRAM_FILE:
+    reserved = {PROGRAM_FILE, SEAL_FILE} | ({PROGRAM_BODY} if seal else set())
+    if not parts or Path(relative).is_absolute() or ".." in parts or relative in reserved:
         raise ValueError(f"sandbox file path must stay inside the program's directory: {relative!r}")
     return workdir.joinpath(*parts)
 
 
-def _collect(workdir: Path, limits: SandboxLimits) -> dict[str, str]:
-    """Regular files the program left (not links, not its own main.py), as text, each at
-    most the file size limit."""
-    found: dict[str, str] = {}
-    for root, directories, names in os.walk(workdir):
-        directories[:] = sorted(name for name in directories if name != "__pycache__")
-        for name in sorted(names):
-            path = Path(root) / name
-            relative = path.relative_to(workdir).as_posix()
-            if relative == PROGRAM_FILE or path.is_symlink() or not path.is_file():
-                continue
-            with path.open("rb") as handle:
-                found[relative] = handle.read(limits.file_size_bytes).decode("utf-8", errors="replace")
-    return found
-
-
-def _run_in(workdir: Path, limits: SandboxLimits, isolation: _Isolation) -> ExecutionResult:
+def _run_in(
+    workdir: Path, limits: SandboxLimits, isolation: _Isolation, token: str | None = None
+) -> tuple[ExecutionResult, bool]:
+    """The run's result, and whether every process of it is gone (so its files hold still)."""
     # The launcher reports a failed setup through this pipe; exec closes it on success.
     # bubblewrap keeps it (--info-fd) and writes its namespace info once the sandbox exists.
     status_read, status_write = os.pipe()
@@ -117,16 +168,20 @@ def _run_in(workdir: Path, limits: SandboxLimits, isolation: _Isolation) -> Exec
     finally:
         os.close(status_write)
     try:
-        watched = _watch(process, limits, started, isolation, workdir)
-        status = _read_status(status_read)
+        watched = _watch(process, limits, started, isolation, workdir, status_read)
     finally:
         os.close(status_read)
-    _raise_if_setup_failed(status, watched, isolation)
-    return _result(process.returncode, watched, limits, isolation)
+    _raise_if_setup_failed(watched.status, watched, isolation)
+    return _result(process.returncode, watched, limits, isolation, token), watched.all_gone
 
 
 def _watch(
-    process: subprocess.Popen[bytes], limits: SandboxLimits, started: float, isolation: _Isolation, workdir: Path
+    process: subprocess.Popen[bytes],
+    limits: SandboxLimits,
+    started: float,
+    isolation: _Isolation,
+    workdir: Path,
+    status_fd: int,
 ) -> _Watched:
     """Collect output until the program exits, times out or floods a stream; then kill what is left."""
     assert process.stdout is not None and process.stderr is not None
@@ -141,11 +196,19 @@ def _watch(
                 selector.register(exit_fd, selectors.EVENT_READ)
             _watch_until_exit(process.pid, selector, streams, exit_fd, watched, limits, started)
             watched.duration_s = time.monotonic() - started
+            # Read before the kill: bubblewrap's info names the namespace's init, whose end
+            # (the kernel kills and reaps everything else in the namespace first) is the
+            # end of every process of the run.
+            watched.status = _read_status(status_fd)
+            namespace_init = _namespace_init(watched.status) if isolation.backend == BUBBLEWRAP else None
             # The leader is not reaped yet, so its group id cannot have been reused.
             _kill_group(process.pid)
             process.wait()
+            run_uid = None
             if isolation.backend == RLIMIT and isolation.uid_mode == _PER_RUN:
-                _sweep_uid(PER_RUN_UID_BASE + process.pid, keep=workdir)
+                run_uid = PER_RUN_UID_BASE + process.pid
+                _sweep_uid(run_uid, keep=workdir)
+            watched.all_gone = _wait_until_gone(process.pid, run_uid, namespace_init)
             if watched.overflowing_stream is None:
                 _drain(selector, streams, watched, limits)
     finally:
@@ -218,6 +281,63 @@ def _open_pidfd(pid: int) -> int | None:
 def _has_exited(pid: int) -> bool:
     # WNOWAIT leaves the zombie in place, so the process group stays reserved until we kill it.
     return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def _namespace_init(status: bytes) -> tuple[int, int] | None:
+    """(pid, pid-namespace inode) of bubblewrap's init from its --info-fd JSON."""
+    try:
+        info = json.loads(status.decode(errors="replace"))
+        return int(info["child-pid"]), int(info["pid-namespace"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _namespace_alive(init: tuple[int, int]) -> bool:
+    # The pid may be reused once the init is reaped, but never by a process of the dead
+    # namespace: an init still in it has the namespace's inode. A zombie init has no
+    # namespace links any more, and it is a zombie only after the kernel reaped the rest.
+    pid, inode = init
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino == inode
+    except OSError:
+        return False
+
+
+def _wait_until_gone(pgid: int, uid: int | None, namespace_init: tuple[int, int] | None) -> bool:
+    """Wait (briefly: the kill is already sent) until no process of the run is alive: none
+    in its process group, none of its per-run uid, and bubblewrap's namespace is gone."""
+    deadline = time.monotonic() + _GONE_GRACE_S
+    while True:
+        alive = (namespace_init is not None and _namespace_alive(namespace_init)) or _any_alive(pgid, uid)
+        if not alive:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(_EXIT_POLL_S / 4)
+
+
+def _any_alive(pgid: int, uid: int | None) -> bool:
+    """Whether a live (not zombie) process is in group `pgid` or runs as `uid`."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                fields = handle.read().rpartition(b")")[2].split()
+            if fields[0] in (b"Z", b"X"):
+                continue
+            if int(fields[2]) == pgid:
+                return True
+            if uid is not None:
+                with open(f"/proc/{entry.name}/status", "rb") as handle:
+                    for line in handle:
+                        if line.startswith(b"Uid:"):
+                            if int(line.split()[1]) == uid:
+                                return True
+                            break
+        except (OSError, IndexError, ValueError):
+            continue  # it exited meanwhile
+    return False
 
 
 def _kill_group(pgid: int) -> None:
@@ -305,12 +425,20 @@ def _make_directories_writable(path: Path) -> None:
             _make_directories_writable(Path(child.path))
 
 
-def _result(returncode: int, watched: _Watched, limits: SandboxLimits, isolation: _Isolation) -> ExecutionResult:
+def _result(
+    returncode: int, watched: _Watched, limits: SandboxLimits, isolation: _Isolation, token: str | None = None
+) -> ExecutionResult:
     exit_code, signal_number = _exit_status(returncode, isolation.backend)
     if watched.timed_out or watched.overflowing_stream is not None:
         exit_code, signal_number = None, None  # we killed it; its status says nothing about the program
     stderr = watched.outputs["stderr"].decode(errors="replace")
+    stdout = watched.outputs["stdout"].decode(errors="replace")
+    sealed: str | None = None
+    if token is not None:
+        stdout, sealed = _unseal(stdout, token)
     reason = _reason(watched, exit_code, signal_number, stderr, limits)
+    if reason == "passed" and token is not None and sealed is None:
+        reason = "exited with status 0 before the end of the program (the sandbox's seal is missing)"
     return ExecutionResult(
         passed=reason == "passed",
         reason=reason,
@@ -318,10 +446,27 @@ def _result(returncode: int, watched: _Watched, limits: SandboxLimits, isolation
         signal=signal_number,
         timed_out=watched.timed_out,
         duration_s=watched.duration_s,
-        stdout_excerpt=_excerpt(watched.outputs["stdout"].decode(errors="replace")),
+        stdout_excerpt=_excerpt(stdout),
         stderr_excerpt=_excerpt(stderr),
         backend=isolation.backend,
+        sealed=sealed,
     )
+
+
+def _unseal(stdout: str, token: str) -> tuple[str, str | None]:
+    """The output without the seal line, and the seal's payload (None when it is not there)."""
+    marker = f"\n{SEAL_MARK} {token} "
+    start = stdout.rfind(marker)
+    end = stdout.find("\n", start + len(marker)) if start >= 0 else -1
+    if end < 0:
+        return stdout, None
+    try:
+        payload = json.loads(stdout[start + len(marker) : end])
+    except ValueError:
+        return stdout, None
+    if not isinstance(payload, str):
+        return stdout, None
+    return stdout[:start] + stdout[end + 1 :], payload
 
 
 def _exit_status(returncode: int, backend: str) -> tuple[int | None, int | None]:

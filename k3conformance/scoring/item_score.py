@@ -45,9 +45,14 @@ class ItemScore:
         truncated: bool,
         output_tokens: int | None,
         looping: bool = False,
+        loop_kinds: tuple[str, ...] = (),
         **detail: Any,
     ) -> None:
+        """One sample; `loop_kinds` is the looping sample's kind of loop (and "escaped"), counted in
+        `self.loop_kinds` (add_completion finds them itself)."""
         self.samples += 1
+        for kind in loop_kinds if looping else ():
+            self.loop_kinds[kind] = self.loop_kinds.get(kind, 0) + 1
         self.correct += correct
         self.no_answer += not answered
         self.truncated += truncated
@@ -111,22 +116,48 @@ class SuiteAccuracy:
     mean_output_tokens: float
 
 
+def wilson_interval(share: float, count: float, z: float = Z_95) -> tuple[float, float]:
+    """Wilson's score interval (1927) for a proportion `share` of `count` trials. Unlike the Wald
+    interval (share ± z·SE) it does not collapse to a point at 0% or 100%, and it keeps close to
+    its nominal coverage at the small sizes a quick run has (6 items all right: [61.0%, 100%],
+    where Wald said [100%, 100%])."""
+    if count <= 0:
+        return 0.0, 1.0
+    z2 = z * z
+    denominator = 1 + z2 / count
+    centre = (share + z2 / (2 * count)) / denominator
+    half = z * math.sqrt(share * (1 - share) / count + z2 / (4 * count * count)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def effective_count(means: list[float], samples: int) -> float:
+    """The number of independent trials the item means are worth (Kish's design effect): the items,
+    when each has one sample (binary means, Wilson's own case); more, up to the samples, when several
+    samples per item agree less than items differ; the items when the means do not vary at all."""
+    count = len(means)
+    share = sum(means) / count
+    spread = sum((value - share) ** 2 for value in means) / count
+    if spread <= 0 or not 0 < share < 1:
+        return float(count)
+    return min(float(samples), count * share * (1 - share) / spread)
+
+
 def summarize(scores: Mapping[str, ItemScore]) -> SuiteAccuracy | None:
-    """Mean item score with a 95% interval from the standard error over items."""
+    """Mean item score with a 95% Wilson interval over the items (their effective number, so that
+    several samples per item count as clustered, not as independent trials)."""
     means = [score.mean for score in scores.values() if score.samples]
     if not means:
         return None
     count = len(means)
     accuracy = sum(means) / count
-    variance = sum((value - accuracy) ** 2 for value in means) / (count - 1) if count > 1 else 0.0
-    half_width = Z_95 * math.sqrt(variance / count)
     samples = sum(score.samples for score in scores.values())
+    low, high = wilson_interval(accuracy, effective_count(means, samples))
     return SuiteAccuracy(
         items=count,
         samples=samples,
         accuracy=accuracy,
-        low=max(0.0, accuracy - half_width),
-        high=min(1.0, accuracy + half_width),
+        low=low,
+        high=high,
         no_answer_rate=sum(score.no_answer for score in scores.values()) / samples,
         truncation_rate=sum(score.truncated for score in scores.values()) / samples,
         looping_rate=sum(score.looping for score in scores.values()) / samples,

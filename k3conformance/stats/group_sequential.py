@@ -17,7 +17,7 @@ change is −m: the fixed-size gate's statistic (statistics.tango_statistic), wi
 of an item of continuity correction. Without it, with few discordant items the statistic's
 lattice puts more than the spent alpha beyond the FAIL bounds: at 3% discordant items and
 a 600-item cap, an exact computation gives 5.5% FAIL at the margin against the 4.5% spent
-(6.4% was simulated); with it, 4.9% (tests/unit/stats/test_sequential.py computes it). Its variance is estimated under the null, not assumed: the test needs no
+(6.4% was simulated); with it, 4.9% (tests/unit/gate/sequential/test_sequential.py computes it). Its variance is estimated under the null, not assumed: the test needs no
 discordance to be known, which is what makes it valid when two layouts disagree on 3% of
 items as well as on 25% (a Wald SPRT on the discordant pairs that assumes a discordance is
 not: tests/unit/stats/test_sequential_calibration.py shows it failing healthy deployments). Items with
@@ -66,7 +66,7 @@ from k3conformance.stats.paired import (
 )
 
 # Grid points per look of the numerical integration; error of the crossing probabilities
-# under 1e-5 against the closed form at one look (tests/unit/stats/test_sequential.py).
+# under 1e-5 against the closed form at one look (tests/unit/gate/sequential/test_sequential.py).
 _GRID_POINTS = 401
 # Standard deviations of the Brownian motion the grid covers below/above its mean.
 _GRID_SPAN = 8.0

@@ -45,6 +45,10 @@ class Turn(Protocol):
     def finish_reason(self) -> str: ...
 
 
+# K3's encoder numbers the calls of a message from 1 (Kimi-K3.jinja as llama.cpp vendors it:
+# `index` is jinja's loop.index), and SGLang's structural tag only allows `[1-9][0-9]*`
+# (kimik3_structural_tag.py): a 0 is a value the model never writes.
+CALL_INDEX_BASE = 1
 # A streaming step carries 1 to this many characters: about four words on average, as before.
 _MAX_PIECE_CHARS = 40
 
@@ -69,7 +73,8 @@ def render(completion: Turn) -> str:
     if completion.tool_calls:
         parts.append(
             xtml_tools_block(
-                (call.name, index, _arguments(call.arguments)) for index, call in enumerate(completion.tool_calls)
+                (call.name, index, _arguments(call.arguments))
+                for index, call in enumerate(completion.tool_calls, start=CALL_INDEX_BASE)
             )
         )
     if not truncated:

@@ -47,7 +47,8 @@ def test_every_task_is_recorded_turn_by_turn(agent_project: pytest.Pytester) -> 
         # Thinking is kept in the history, so the context grows turn by turn.
         prompts = [turn["prompt_tokens"] for turn in agent["turns"]]
         assert prompts == sorted(prompts) and agent["largest_context"] > prompts[-1]
-        assert agent["hidden_tests"] in ("passed", "exit status 1")
+        # Solved only on the runner's report: every hidden test run and passed.
+        assert agent["hidden_tests"] == "passed" or " hidden tests did not pass: " in agent["hidden_tests"]
         assert agent["solved"] == (agent["hidden_tests"] == "passed")
     summary = summary_of(run_dir)["suites"]["agentic_coding"]
     assert set(summary["scores"]) == set(agents)

@@ -41,7 +41,7 @@ def test_healthy_profile_scores_every_suite(eval_project: pytest.Pytester) -> No
         "-q",
     )
     result.assert_outcomes(passed=41 + 164 + 13 + 12)
-    assert "| accuracy [95% CI]" in result.stdout.str() and "mean output tokens |" in result.stdout.str()
+    assert "| accuracy [95% Wilson]" in result.stdout.str() and "mean output tokens |" in result.stdout.str()
     summary = summary_of(only_run(eval_project.path / "out"))
     math = summary["suites"]["math"]["accuracy"]
     # The tp8 simulator answers graded items correctly with probability 0.9.

@@ -2,7 +2,7 @@
 a server this project did not write, serving SmolLM2-135M-Instruct on two CPU cores.
 
 SmolLM2-135M has no reasoning, and llama.cpp leaves `tools` out of its chat template, so
-many checks fail (the README lists them, under "Against a real server"). What is asserted
+many checks fail (docs/llamacpp.md lists them). What is asserted
 here is how: the run completes, its records and summary are whole, the header says what
 the server reported, every check runs and ends passed or failed with a layer and a
 readable reason (never an error, an infrastructure error or a skip), and the API key the

@@ -8,7 +8,7 @@ Two configurations of the same server:
 - `K3_SETTINGS` (reasoning format auto): a correctly configured server. The checks a right
   server passes must pass, by name; the checks that fail must fail with the right layer:
   `model` where the 135M model's own output is wrong, `parser` or `api` where llama.cpp is
-  (the README lists them, under "Against a real server").
+  (docs/llamacpp.md lists them).
 - `K3_NO_REASONING_SETTINGS` (reasoning format none): a real misconfigured server that leaves
   the think text in `content`; the reasoning checks must fail with the `parser` layer.
 
@@ -188,7 +188,16 @@ def test_reasoning_format_none_fails_the_reasoning_checks_at_the_parser_layer(
 # tool calls it makes executed in the sandbox and answered by id. Two tasks, three turns of
 # the suites' budget each.
 AGENT_RUN_OPTIONS = (*RUN_OPTIONS, "--k3-limit", "2", "--k3-agent-turns", "3")
-STOP_REASONS = {"finished", "turn limit", "token budget", "wall time", "repeated action", "no tool call", "truncated"}
+STOP_REASONS = {
+    "finished",
+    "turn limit",
+    "token budget",
+    "wall time",
+    "request size",
+    "repeated action",
+    "no tool call",
+    "truncated",
+}
 
 
 def test_agent_loop_turns_are_executed_recorded_and_classified(tmp_path_factory: pytest.TempPathFactory) -> None:

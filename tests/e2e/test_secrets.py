@@ -74,8 +74,53 @@ def test_a_wrong_key_is_one_clear_error_without_the_key(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.stderr.lines if line.startswith("ERROR")]
     assert len(errors) == 1 and "The endpoint rejected the credentials" in errors[0] and "HTTP 401" in errors[0]
+    # The source the key really came from, not the flag that was not given.
+    assert "Sent: the key from $K3_API_KEY." in errors[0]
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert_nowhere(result, suite_project.path, wrong, API_KEY)
+
+
+def test_openai_api_key_is_never_read_unless_named(
+    suite_project: pytest.Pytester, keyed_server: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A developer's OPENAI_API_KEY must not go to an internal endpoint unasked: without K3_API_KEY the
+    run sends no key (the server refuses it) and the error says so; named, it is sent, and the header
+    says where it came from."""
+    monkeypatch.delenv("K3_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    unasked = suite_project.runpytest("--k3-endpoint", keyed_server.url, "--k3-results-dir", "out", *LOUD)
+    assert unasked.ret == pytest.ExitCode.USAGE_ERROR
+    unasked.stderr.fnmatch_lines(["*HTTP 401. Sent: no key (set K3_API_KEY, --k3-api-key, or --k3-api-key-env NAME)*"])
+    named = suite_project.runpytest(
+        "--k3-endpoint", keyed_server.url, "--k3-results-dir", "out", "--k3-api-key-env", "OPENAI_API_KEY", *LOUD
+    )
+    named.assert_outcomes(passed=9)
+    named.stdout.fnmatch_lines(["k3conformance: API key from $OPENAI_API_KEY (named by --k3-api-key-env)"])
+    assert_nowhere(named, suite_project.path, API_KEY)
+
+
+def test_the_header_names_the_key_source_and_an_unread_openai_key(
+    suite_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("K3_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    result = suite_project.runpytest("--k3-results-dir", "out", "--co")
+    result.stdout.fnmatch_lines(
+        ["k3conformance: no API key sent (*); $OPENAI_API_KEY is set but not read: --k3-api-key-env OPENAI_API_KEY*"]
+    )
+    monkeypatch.setenv("K3_API_KEY", "sk-k3c-header-key")
+    given = suite_project.runpytest("--k3-results-dir", "out", "--co", "--k3-api-key", "sk-k3c-flag-key")
+    given.stdout.fnmatch_lines(["k3conformance: API key from --k3-api-key"])
+    assert_nowhere(given, suite_project.path, "sk-k3c-flag-key", "sk-k3c-header-key", API_KEY)
+
+
+def test_a_named_key_variable_that_is_unset_is_a_usage_error(
+    suite_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MY_K3_KEY", raising=False)
+    result = suite_project.runpytest("--k3-api-key-env", "MY_K3_KEY", "--co")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--k3-api-key-env names $MY_K3_KEY, which is not set*"])
 
 
 @pytest.mark.parametrize("fault", ["server-errors", "dropped-connection", "malformed-frame"])

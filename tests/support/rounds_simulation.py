@@ -1,6 +1,6 @@
 """Seeded synthetic comparisons of a suite with few items sampled in rounds, run through the same
 SequentialSuite the gate uses (round 1's items one by one, then one look per round): shared by
-tests/unit/gate/sequential/test_sequential_rounds.py (the asserted error rates) and the README's rounds table.
+tests/unit/gate/sequential/test_sequential_rounds.py (the asserted error rates) and docs/sequential-gating.md's rounds table.
 
 Each item i has a baseline probability p_i (uniform on [0.3, 0.8]) and a candidate probability
 q_i = p_i + change + e_i, with e_i uniform of standard deviation `between` (items one layout

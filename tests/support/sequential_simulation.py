@@ -1,6 +1,6 @@
 """Seeded synthetic paired comparisons of binary items, run item by item through the same
 SequentialSuite the gate uses: shared by tests/unit/stats/test_sequential_calibration.py (the asserted
-error rates) and benchmarks/bench_sequential_gate.py (the README's table, more comparisons)."""
+error rates) and benchmarks/bench_sequential_gate.py (docs/sequential-gating.md's table, more comparisons)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 `builtin` is ours (pure Python, always there). `sglang` runs SGLang's own `kimi_k3`
 reasoning and tool-call detectors (the `sglang-parsers` extra), `vllm` vLLM's (the `vllm-parsers`
 extra). The reference deployment
-renders what the model says as raw text (raw_output.py) and lets the profile's parser read
+renders what the model says as raw text (xtml/writer.py) and lets the profile's parser read
 it, so a parsing fault is a fault of the raw text or of the parser's configuration.
 """
 
@@ -59,6 +59,17 @@ class ParserSettings:
     # parser that takes any marker start for the value's end (values quoting K3's markers, or
     # code with `<|` in it, arrive cut short).
     values_end_at_closing_marker: bool = True
+    # An output that met no marker yet is undecided until its first marker shows which channel
+    # it was (SGLang PR 37743); False: it is reasoning, as a detector forced into the think
+    # block by the prompt's generation prefix reads it (SGLang PR 33995: a reply written
+    # without a think block comes back as reasoning, content empty).
+    undecided_until_first_marker: bool = True
+    # Inside the think block, a later channel's marker (response, tools) ends it as the think
+    # close would (vLLM PR 53249); False: only <|close|>think<|sep|> does, so a turn whose
+    # think close the model omitted is reasoning to its end, tool calls included (vLLM 53246).
+    # The first for whole outputs, the second for streams.
+    later_channels_end_think: bool = True
+    later_channels_end_think_in_streams: bool = True
 
 
 class StreamingParse(Protocol):

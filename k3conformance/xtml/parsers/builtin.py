@@ -5,6 +5,9 @@ the think block that the prompt opened; a call is emitted whole
 once `<|close|>call<|sep|>` arrives; string arguments stay raw text, other types are JSON
 (raw text when they do not parse); attribute values unescape `&quot;` and `&amp;`; a tools
 block still open when the output ends is dropped; a marker cut off at the end is dropped.
+It also reads two forms found in the trackers and K3's encoder (issue 23): a think close whose
+`<|sep|>` the model dropped before opening the next block (SGLang PR 32567), and a call's
+arguments written as one `json` block (Kimi-K3.jinja's form for arguments given as a string).
 """
 
 from __future__ import annotations
@@ -38,6 +41,13 @@ _ATTRIBUTE = re.compile(r'(?P<key>\w+)="(?P<value>[^"]*)"')
 # the first marker is reasoning when that marker closes the think block, content otherwise.
 Channel = Literal["start", "think", "response", "loose", "tools"]
 _NEXT_CHANNEL = {THINK_OPEN: "think", THINK_CLOSE: "loose", RESPONSE_OPEN: "response", RESPONSE_CLOSE: "loose"}
+# After tool results K3 sometimes drops the think close's <|sep|> and opens the next block at
+# once (SGLang PR 32567): `<|close|>think` followed by `<|open|>` closes the think block too.
+_THINK_CLOSE_ELIDED = "<|close|>think<|open|>"
+_ELIDED_LENGTH = len("<|close|>think")
+# A call's arguments as one JSON object, the form K3's encoder writes for arguments given as
+# a string (Kimi-K3.jinja as llama.cpp vendors it): read when the call has no argument blocks.
+_JSON_BLOCK = re.compile(r"<\|open\|>json(?:\s+[^<]*?)?<\|sep\|>(?P<value>.*?)<\|close\|>json<\|sep\|>", re.DOTALL)
 
 
 class BuiltinParser:
@@ -65,14 +75,18 @@ class _Scanner:
 
     def __init__(self, settings: ParserSettings, tools: bool, *, streaming: bool) -> None:
         self.settings = settings
-        self.channel: Channel = "start"
+        self.channel: Channel = "think" if settings.reasoning and not settings.undecided_until_first_marker else "start"
         self.undecided: list[str] = []
         markers = [RESPONSE_OPEN, RESPONSE_CLOSE, MESSAGE_CLOSE]
         if settings.reasoning:
-            markers += [THINK_OPEN, THINK_CLOSE]
+            markers += [THINK_OPEN, THINK_CLOSE, _THINK_CLOSE_ELIDED]
         if tools and settings.recognises_calls:
             markers.append(TOOLS_OPEN)
         self.markers = tuple(markers)
+        # The markers that end an open think block: all of them, or (a parser that leaves
+        # it only at its own close) the think close alone.
+        ends_early = settings.later_channels_end_think_in_streams if streaming else settings.later_channels_end_think
+        self.think_markers = self.markers if ends_early else tuple(m for m in self.markers if m == THINK_CLOSE)
         self.leak_message_close = streaming and not settings.strips_message_close_in_streams
         self.pending = ""
         self.tools_text = ""
@@ -113,14 +127,19 @@ class _Scanner:
             if start:
                 emit(self.pending[:start])
                 self.pending = self.pending[start:]
-            marker = next((m for m in self.markers if self.pending.startswith(m)), None)
+            markers = self.think_markers if self.channel == "think" else self.markers
+            marker = next((m for m in markers if self.pending.startswith(m)), None)
             if marker is None:
-                if any(m.startswith(self.pending) for m in self.markers):
+                if any(m.startswith(self.pending) for m in markers):
                     break  # the rest of a marker is still to come
                 emit("<|")
                 self.pending = self.pending[2:]
                 continue
-            self.pending = self.pending[len(marker) :]
+            if marker == _THINK_CLOSE_ELIDED:
+                marker = THINK_CLOSE  # its <|open|> stays, to open the next block
+                self.pending = self.pending[_ELIDED_LENGTH:]
+            else:
+                self.pending = self.pending[len(marker) :]
             if self.channel == "start":
                 (reasoning if marker == THINK_CLOSE else content).extend(self.undecided)
                 self.undecided.clear()
@@ -135,12 +154,18 @@ class _Scanner:
         return Parsed("".join(reasoning), "".join(content), tuple(calls))
 
     def finish(self) -> Parsed:
-        # A marker cut off by the end of the output is dropped; so is an unclosed tools block's rest.
-        # Text that met no marker at all is content.
+        # A marker cut off by the end of the output is dropped; so is an unclosed tools block's
+        # rest. A last lone "<" was held in case a marker began there: K3's markers are special
+        # tokens, so a cut leaves no "<" of one, and it is text. Text that met no marker at all is
+        # reasoning when the reasoning parser runs (the prompt opened the think block and the
+        # budget ran out in it: SGLang PR 34187, vLLM issue 57353), else content.
+        last = self.pending if self.pending == "<" and self.channel != "tools" else ""
         self.pending = ""
-        content = "".join(self.undecided)
+        text = "".join(self.undecided) + last
         self.undecided.clear()
-        return Parsed(content=content)
+        if self.channel == "think" or (self.channel == "start" and self.settings.reasoning):
+            return Parsed(reasoning=text)
+        return Parsed(content=text)
 
     def _new_calls(self) -> list[ParsedCall]:
         found = [self._call(match) for match in _CALL.finditer(self.tools_text)]
@@ -154,6 +179,10 @@ class _Scanner:
         if not name:
             return None
         arguments: dict[str, object] = {}
+        block = _JSON_BLOCK.search(match["body"])
+        if block is not None and _ARGUMENT.search(match["body"]) is None:
+            whole = _json_or_raw(block["value"])
+            arguments = whole if isinstance(whole, dict) else {}
         for argument in _ARGUMENT.finditer(match["body"]):
             attributes = _attributes(argument["attrs"])
             value = argument["value"]

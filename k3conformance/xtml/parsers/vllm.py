@@ -27,9 +27,9 @@ from k3conformance.xtml.parsers import Parsed, ParsedCall, ParserSettings, Parse
 
 INSTALL_HINT = (
     "install vLLM's parsers: pip install 'k3conformance[vllm-parsers]' && pip install --no-deps vllm==0.33.0 "
-    "(see the README: torch from PyPI brings its CUDA libraries)"
+    "(see docs/parsers.md: torch from PyPI brings its CUDA libraries)"
 )
-# K3's XTML special tokens (checks/markup.py's markers are built from these three).
+# K3's XTML special tokens (xtml/markup.py's markers are built from these three).
 _SPECIAL_TOKENS = ("<|open|>", "<|close|>", "<|sep|>")
 # The server's model name and the one tool a request with tools declares: the parsers read neither.
 _MODEL = "kimi-k3"

@@ -5,15 +5,18 @@ way the suite scores; tools run in the sandbox on a copy and refuse paths outsid
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import re
+import tracemalloc
 from collections import Counter
 
 import pytest
 
 from k3conformance.agent.isolation import decide
 from k3conformance.agent.tasks import HIDDEN_DIR, AgentTask, load_tasks
-from k3conformance.agent.tools import Workspace, path_problem
-from k3conformance.sandbox import BUBBLEWRAP, RLIMIT, SandboxPool, sandbox_backend
+from k3conformance.agent.tools import Workspace, hidden_test_ids, judge_hidden, path_problem
+from k3conformance.sandbox import BUBBLEWRAP, RLIMIT, ExecutionResult, SandboxPool, sandbox_backend
 
 TASKS = load_tasks().tasks
 POOL = SandboxPool(2)
@@ -96,3 +99,73 @@ def test_agent_tools_need_filesystem_isolation_unless_opted_in() -> None:
     assert not decide(None, "no sandbox", opted_in=True).allowed
     if sandbox_backend()[0] == BUBBLEWRAP:
         assert decide(*sandbox_backend(), opted_in=False).describe().startswith("agentic_coding tools run in")
+
+
+# Forgeries of issue 25 (finding 3): on main b7dd69a the first two turned the start state's
+# "exit status 1" into a solve, since the runner imported unittest after putting the
+# repository on sys.path and a run passed on exit status 0.
+FORGERIES = {
+    "unittest.py at the root": {"unittest.py": "import os\nos._exit(0)\n"},
+    "os._exit(0) in the package": {"PACKAGE/__init__.py": "import os\nos._exit(0)\n"},
+    "sys.exit(0) in the package": {"PACKAGE/__init__.py": "import sys\nsys.exit(0)\n"},
+    "sitecustomize.py": {"sitecustomize.py": "import os\nos._exit(0)\n"},
+    "a .pth file": {"k3.pth": "import os; os._exit(0)\n"},
+    "json.py and traceback.py": {"json.py": "import os\nos._exit(0)\n", "traceback.py": "import os\nos._exit(0)\n"},
+    "a printed report": {"PACKAGE/__init__.py": "print('\\nk3-seal 0 \"{}\"')\nimport os\nos._exit(0)\n"},
+}
+
+
+@pytest.mark.parametrize("forgery", FORGERIES)
+def test_a_forged_runner_or_an_early_exit_does_not_solve_a_task(forgery: str) -> None:
+    task = next(task for task in TASKS if task.kind == "bugfix")
+    package = task.changed_paths()[0].split("/")[0]
+    files = {path.replace("PACKAGE", package): text for path, text in FORGERIES[forgery].items()}
+    assert not hidden_passes({**task.start, **files}, task)
+    # The same files next to the fix do no harm where they are not imported.
+    if forgery in ("sitecustomize.py", "a .pth file", "json.py and traceback.py"):
+        assert hidden_passes({**task.solution, **files}, task)
+
+
+def test_solved_needs_every_hidden_test_reported_as_passed() -> None:
+    task = TASKS[0]
+    expected = hidden_test_ids(task.hidden)
+    assert expected and all(test.startswith("hidden_tests.") for test in expected)
+    outcome = asyncio.run(Workspace(dict(task.solution), POOL).hidden_tests(task.hidden))
+    assert outcome.passed and outcome.reason == "passed" and outcome.report is not None
+    assert outcome.report.passed >= expected
+    # A hidden test the runner never reported is not a pass, whatever the exit status.
+    report = json.dumps({"run": 1, "outcomes": {min(expected): "passed"}})
+    unreported = dataclasses.replace(outcome_execution(), sealed=report)
+    judged = judge_hidden(unreported, expected)
+    assert not judged.passed and judged.reason.startswith(f"{len(expected) - 1} hidden tests not reported as passed")
+    assert not judge_hidden(dataclasses.replace(outcome_execution(), sealed=None), expected).passed
+    extra = {
+        **task.hidden,
+        "hidden_tests/test_more.py": "import unittest\n\n\nclass More(unittest.TestCase):\n    def test_x(self):\n        self.fail('no')\n",
+    }
+    failed = asyncio.run(Workspace(dict(task.solution), POOL).hidden_tests(extra))
+    assert not failed.passed and "hidden_tests.test_more.More.test_x failed" in failed.reason
+
+
+def outcome_execution() -> ExecutionResult:
+    return ExecutionResult(True, "passed", 0, None, False, 0.1, "", "", backend=BUBBLEWRAP)
+
+
+def test_run_tests_brings_back_only_its_output() -> None:
+    """A test that leaves 64 sparse files of 16 MiB used to cost the host 1 GiB per call
+    (finding 2): run_tests now reads back nothing but its output."""
+    task = TASKS[0]
+    sparse = (
+        "import unittest\n\n\nclass Sparse(unittest.TestCase):\n    def test_sparse(self):\n"
+        "        for i in range(64):\n            with open(f'sparse-{i}', 'wb') as handle:\n"
+        "                handle.truncate(16 * 2**20 - 1)\n"
+    )
+    workspace = Workspace({**task.start, "tests/test_sparse.py": sparse}, POOL)
+    tracemalloc.start()
+    try:
+        text = asyncio.run(workspace.call("run_tests", {})).text
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 * 2**20, peak
+    assert text.startswith("tests failed (1 of 6 did not pass)") and "Ran 6 tests" in text, text

@@ -22,7 +22,7 @@ from k3conformance.gate.policy import (
     shape_policy,
 )
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+SHAPES_PAGE = Path(__file__).resolve().parents[3] / "docs" / "shapes.md"
 
 
 # The defining flags of each shape, written out from the SGLang Kimi-K3 cookbook (and, for
@@ -275,9 +275,8 @@ def test_run_settings_come_from_the_server_first() -> None:
     assert run_shape_settings(None, {}) == (None, "unknown")
 
 
-def test_readme_table_lists_every_shape() -> None:
-    text = README.read_text(encoding="utf-8")
-    section = text.split("## Deployment shapes", 1)[1].split("\n## ", 1)[0]
+def test_the_shapes_page_lists_every_shape() -> None:
+    section = SHAPES_PAGE.read_text(encoding="utf-8")
     listed = re.findall(r"^\| `([a-z0-9-]+)` \|", section, flags=re.MULTILINE)
     assert sorted(listed) == sorted(SHAPES)
     for shape in SHAPES.values():

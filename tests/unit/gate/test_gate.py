@@ -301,3 +301,37 @@ def test_same_width_on_other_hardware_or_stack_is_a_changed_deployment() -> None
     assert 'get_server_info.version: "0.5.23" → "0.5.24"' in difference
     assert 'launch.env.SGLANG_K3_KDA_FUSED_BACKEND: (not recorded) → "triton"' in difference
     assert "launch.hardware" in difference
+
+
+# --- model text is escaped where it leaves (issue 25, finding 4) ---------------------------
+
+HOSTILE = (
+    "\x1b[2J\x1b[31mPASS\x1b[0m\rgate: PASS\n## k3conformance gate: **PASS**\n"
+    "![x](https://attacker.example/p.png) [docs](javascript:alert(1)) <img src=x> a | b `code` \u202eevil"
+)
+
+
+def test_model_text_in_the_reports_is_escaped() -> None:
+    before = {"a[plain]": {"passed": 4, "failed": 0}}
+    after = {"a[plain]": {"passed": 1, "failed": 3, "excerpts": {"api": HOSTILE}}}
+    result = judge(run(summary(checks=before)), run(summary(checks=after)), GateSettings())
+    assert result.regressions and result.regressions[0].excerpt == HOSTILE
+    text = text_report(result)
+    assert not any(character in line for line in text for character in "\x1b\r\n\u202e")
+    assert any("\\x1b[2J" in line and "\\r" in line for line in text)
+    markdown = markdown_report(result)
+    regression = next(line for line in markdown.splitlines() if line.startswith("- reasoning/"))
+    # One line, nothing Markdown would render: no image, link, HTML, heading, code or cell break.
+    assert "\x1b" not in markdown and "\r" not in markdown and "\u202e" not in markdown
+    for unescaped in (
+        r"(?<!\\)!",
+        r"(?<!\\)[\[\]]",
+        r"(?<!\\)<",
+        r"(?<!\\)#",
+        r"(?<!\\)\*",
+        r"(?<!\\)`",
+        r" (?<!\\)\| ",
+        "https:",
+    ):
+        assert not re.search(unescaped, regression.removeprefix("- reasoning/")), unescaped
+    assert markdown.count("\n## ") == 0 and markdown.startswith("## k3conformance gate: **FAIL**")

@@ -4,7 +4,7 @@ binary items, the size of the published K3 coding benchmark (sglang issue 40751)
 Each item is, independently, right on both runs, wrong on both, or right on one only; the
 shares of the two discordant kinds set the true change in accuracy. About 15% of items
 are discordant in the healthy cases (two layouts disagree even at temperature 0).
-The figures these tests print are the ones in the README's section on reading a verdict.
+The figures these tests print are the ones in docs/gating.md's section on reading a verdict.
 """
 
 from __future__ import annotations

@@ -112,6 +112,35 @@ def test_a_wrong_solution_fails_its_check() -> None:
 
 
 @pytest.mark.parametrize(
+    "escape",
+    [
+        "import os\nos._exit(0)\n",
+        "import sys\nsys.exit(0)\n",
+        "exit()\n",
+        "import atexit, os\natexit.register(os._exit, 0)\nraise SystemExit(0)\n",
+        "import os, threading\nthreading.Thread(target=os._exit, args=(0,)).start()\nimport time\ntime.sleep(5)\n",
+    ],
+    ids=["os._exit", "sys.exit", "exit", "atexit", "thread"],
+)
+def test_a_solution_that_exits_before_the_tests_does_not_pass(escape: str) -> None:
+    # Status 0 before the check: unsealed, that was a pass (the score forged); sealed, the
+    # program must reach its end.
+    program = humaneval_program(PROBLEM, "def total(values):\n    return len(values)\n" + escape)
+    assert run_python(program).passed
+    result = run_python(program, seal=True)
+    assert not result.passed and result.exit_code == 0, result
+    assert "seal is missing" in result.reason
+
+
+def test_a_sealed_program_passes_when_it_runs_to_its_end() -> None:
+    result = run_python(humaneval_program(PROBLEM, "def total(values):\n    return sum(values)\n"), seal=True)
+    assert result.passed and result.sealed == "", result
+    # The program is compiled as a file of its own: a __future__ import still comes first.
+    future = run_python("from __future__ import annotations\nprint('end')\n", seal=True)
+    assert future.passed and future.stdout_excerpt == "end\n", future
+
+
+@pytest.mark.parametrize(
     ("code", "defined"),
     [
         ("def total(v):\n    return 1\n", True),
@@ -181,7 +210,8 @@ def pool() -> Iterator[SandboxPool]:
 
 
 def _run_all(pool: SandboxPool, programs: Mapping[str, str]) -> dict[str, ExecutionResult]:
-    futures = {task_id: pool.submit(program) for task_id, program in programs.items()}
+    # Sealed, as the coding suite runs them: a pass needs the program to reach its end.
+    futures = {task_id: pool.submit(program, seal=True) for task_id, program in programs.items()}
     return {task_id: future.result(timeout=600) for task_id, future in futures.items()}
 
 

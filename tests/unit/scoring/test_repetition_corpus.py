@@ -1,6 +1,6 @@
 """The repetition detector on the labelled corpus (fixtures/repetition/corpus.json): no
 healthy text flagged, every periodic loop found with its kind and place; the figures are
-printed by benchmarks/repetition_corpus.py and quoted in the README."""
+printed by benchmarks/repetition_corpus.py and quoted in docs/gating.md."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ spend 0.045 and the always-valid accuracy monitor 0.005).
 
 The design is the one `k3conformance plan` makes for an assumed 15% discordance without a
 cap (5 looks, maximum 1,109 items). Each scenario prints its verdict shares and expected
-items; the README's sequential table is these figures. Error rates are asserted with a
+items; docs/sequential-gating.md's table is these figures. Error rates are asserted with a
 Monte-Carlo allowance of two standard errors above α.
 """
 

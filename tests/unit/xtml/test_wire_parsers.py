@@ -1,6 +1,6 @@
 """The wire-format layer: raw K3 output, our parser, SGLang's and vLLM's, whole and streamed.
 
-vLLM's tests run where vLLM and torch are installed (the `vllm-parsers` extra, see the README)
+vLLM's tests run where vLLM and torch are installed (the `vllm-parsers` extra, see docs/parsers.md)
 and skip elsewhere with the install hint; CI does not install them.
 """
 

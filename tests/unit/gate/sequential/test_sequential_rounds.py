@@ -1,6 +1,6 @@
 """Rounds of samples per item in the sequential gate (k3conformance/stats/group_sequential.py rounds_design,
 SequentialSuite.add_round): the covariance claim the bounds rest on, the design's shape, and the
-calibration of the rule with rounds (tests/support/rounds_simulation.py; the README's rounds table is these
+calibration of the rule with rounds (tests/support/rounds_simulation.py; docs/sequential-gating.md's rounds table is these
 figures). Error rates are asserted with a Monte-Carlo allowance of two standard errors above α."""
 
 from __future__ import annotations

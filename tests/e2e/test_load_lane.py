@@ -1,0 +1,57 @@
+"""The load lane (suites/test_load.py): a fault that needs many streams in flight passes the
+tool_calls suite at concurrency 1 and fails the lane, with both rates; a healthy deployment
+passes both."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from run_files import LOAD_SUITE, copy_suites
+
+
+def _outcomes(results: Path) -> dict[str, tuple[str, str]]:
+    found = {}
+    for path in results.glob("*/*/records-*.jsonl"):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("kind") == "outcome":
+                name = f"{record['suite']}/{str(record['test']).removeprefix('test_')}"
+                name += f"[{record['mode']}]" if record.get("mode") else ""
+                found[f"{name}:{record['item']}"] = (record["outcome"], str(record["message"]))
+    return found
+
+
+def _run(pytester: pytest.Pytester, profile: str) -> dict[str, tuple[str, str]]:
+    copy_suites(pytester.path, ("test_tool_calls.py", LOAD_SUITE))
+    pytester.runpytest_subprocess(
+        "--k3-endpoint",
+        f"reference:{profile}",
+        "--k3-results-dir",
+        "out",
+        "--k3-concurrency",
+        "1",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+    )
+    outcomes = _outcomes(pytester.path / "out")
+    assert outcomes, "the suites did not run"
+    return outcomes
+
+
+def test_the_lane_catches_a_fault_that_needs_concurrent_streams(pytester: pytest.Pytester) -> None:
+    outcomes = _run(pytester, "concurrent-empty-tool-deltas")
+    failed = {name.partition(":")[0] for name, (outcome, _) in outcomes.items() if outcome != "passed"}
+    # At concurrency 1 the tool_calls suite sees nothing; the lane's loaded phase does.
+    assert failed == {"load/finish_reason_matches_tool_calls_under_load", "load/calls_match_expected_under_load"}
+    message = outcomes["load/calls_match_expected_under_load:streaming-tool-calls"][1]
+    assert message.startswith("[layer: parser] expected tool_calls/calls_match_expected to hold with 32 streams")
+    assert "0 of 29 streams at concurrency 1" in message
+
+
+def test_the_lane_passes_a_healthy_deployment(pytester: pytest.Pytester) -> None:
+    outcomes = _run(pytester, "tp8")
+    assert {outcome for outcome, _ in outcomes.values()} == {"passed"}
+    assert any(name.startswith("load/") for name in outcomes)

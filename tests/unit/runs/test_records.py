@@ -1,0 +1,78 @@
+"""Records store a conversation's history once and read back whole."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from k3conformance.runs.records import MESSAGES_FROM, SAME_AS_BEFORE, RecordWriter, ResumeIndex, iter_records
+
+TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}]
+
+
+def response(item: str, step: str, messages: list[dict[str, Any]], **request: Any) -> dict[str, Any]:
+    return {
+        "kind": "response",
+        "suite": "agentic_coding",
+        "item": item,
+        "sample": 0,
+        "step": step,
+        "fingerprint": f"{item}-{step}",
+        "request": {"model": "m", "tools": TOOLS, "messages": messages, **request},
+        "status": "ok",
+        "response": {"content": f"answer {step}"},
+    }
+
+
+def conversation(item: str, turns: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": f"task {item} " + "x" * 2000}]
+    records = []
+    for turn in range(1, turns + 1):
+        records.append(response(item, f"turn-{turn:03d}", list(messages)))
+        messages += [{"role": "assistant", "content": f"call {turn}"}, {"role": "tool", "content": "y" * 1000}]
+    return records
+
+
+def test_a_conversation_is_stored_once_and_read_back_whole(tmp_path: Path) -> None:
+    first, second = conversation("a", 6), conversation("b", 6)
+    # Two conversations interleaved, as concurrent tasks write them; then one that does not continue.
+    written = [record for pair in zip(first, second, strict=True) for record in pair]
+    written.append(response("a", "other", [{"role": "user", "content": "unrelated"}], temperature=0.5))
+    writer = RecordWriter(tmp_path / "records-main.jsonl")
+    for record in written:
+        writer.write(record)
+    writer.close()
+    assert list(iter_records(tmp_path)) == written
+    raw = [json.loads(line) for line in (tmp_path / "records-main.jsonl").read_text().splitlines()]
+    continued = [record for record in raw if MESSAGES_FROM in record["request"]]
+    assert len(continued) == 10
+    assert all(record["request"][SAME_AS_BEFORE] == ["model", "tools"] for record in continued)
+    assert all(len(record["request"]["messages"]) == 2 for record in continued)
+    # Without the history repeated, six turns take about what the history once takes per turn, not its square.
+    naive = sum(len(json.dumps(record)) for record in written)
+    stored = (tmp_path / "records-main.jsonl").stat().st_size
+    assert stored * 3 < naive
+
+
+def test_resume_finds_responses_of_compact_records(tmp_path: Path) -> None:
+    writer = RecordWriter(tmp_path / "records-main.jsonl")
+    records = conversation("a", 3)
+    for record in records:
+        writer.write(record)
+    writer.close()
+    index = ResumeIndex(tmp_path)
+    found = index.get(("agentic_coding", "a", 0, "turn-003"), "a-turn-003")
+    assert found is not None and found["response"] == records[2]["response"]
+
+
+def test_a_record_whose_predecessor_is_gone_keeps_its_reference(tmp_path: Path) -> None:
+    writer = RecordWriter(tmp_path / "records-main.jsonl")
+    for record in conversation("a", 3):
+        writer.write(record)
+    writer.close()
+    path = tmp_path / "records-main.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], lines[2]]) + "\n")
+    third = list(iter_records(tmp_path))[1]
+    assert third["request"][MESSAGES_FROM]["step"] == "turn-002"
