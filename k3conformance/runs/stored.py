@@ -153,7 +153,12 @@ def _check_admissible(summary: RunSummary, path: Path) -> None:
     """What run/admission.py refuses to store, refused when read too (a summary edited, or named
     as a folder): a subset not declared as one, a shape label its server contradicts."""
     selection = summary.get("selection")
-    if selection is not None and selection["subset"] and not summary.get("subset_declared"):
+    subset = selection is not None and selection["subset"]
+    if subset and selection is not None and "subset_declared" not in summary:
+        # Written before issue 21: `subset` was true for every default run (vendor-only checks
+        # deselected), so only the named selections count.
+        subset = bool(selection.get("keyword") or selection.get("markers") or selection.get("limit"))
+    if subset and not summary.get("subset_declared"):
         raise BaselineError(
             f"the run {path.parent} ran a subset of the items (-k, node ids, --k3-limit...): a baseline must run "
             "every item of its suites; store one with --k3-save-baseline"

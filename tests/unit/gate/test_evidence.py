@@ -252,3 +252,13 @@ def test_a_gate_under_a_weaker_policy_than_the_baselines_says_so() -> None:
         "baseline's 0.05), warn mode (the baseline's strict)"
     ) in result.notes
     assert not any("weaker policy" in note for note in judge(stored(baseline), stored(candidate), GateSettings()).notes)
+
+
+def test_a_baseline_stored_before_subsets_were_declared_is_judged_by_its_named_selection(tmp_path: Path) -> None:
+    """Before issue 21 every default run recorded subset: true (vendor-only checks deselected)."""
+    baseline, _ = deepep_case()
+    old = dict(baseline, selection={"keyword": None, "markers": None, "limit": None, "deselected": 9, "subset": True})
+    assert load_run(write(tmp_path / "old", old), tmp_path).summary["run_id"] == "run-base"
+    limited = dict(old, selection={**old["selection"], "limit": 2})
+    with pytest.raises(BaselineError, match="ran a subset of the items"):
+        load_run(write(tmp_path / "limited", limited), tmp_path)
