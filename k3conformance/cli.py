@@ -319,11 +319,12 @@ def _compare(arguments: argparse.Namespace) -> int:
     from k3conformance.gate.matrix import gate_stored
     from k3conformance.gate.report import json_report, markdown_report, text_report, write_reports
     from k3conformance.gate.settings import GateSettings
-    from k3conformance.runs.stored import BaselineError, check_same_datasets, load_run
+    from k3conformance.runs.stored import BaselineError, check_not_the_baseline, check_same_datasets, load_run
 
     try:
         baseline = load_run(arguments.baseline, arguments.results_dir)
         candidate = load_run(arguments.candidates[0], arguments.results_dir, baseline=False)
+        check_not_the_baseline(baseline, candidate)
         # The check `pytest --k3-baseline` makes before it sends anything, on the stored sources.
         check_same_datasets(baseline, candidate.dataset_sources())
     except BaselineError as error:

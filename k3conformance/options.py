@@ -151,20 +151,46 @@ def dataset_specs(text: str) -> tuple[str, ...]:
     return specs
 
 
-GATE_MODES = ("warn", "strict")
+# strict (the default) exits non-zero unless the verdict is PASS; warn is the opt-in of exploratory
+# runs, where an INCONCLUSIVE verdict exits 0 and the verdict line says so.
+GATE_MODES = ("strict", "warn")
+
+
+# The sane ranges of the gate's options: a verdict under a wider one says little (a 40-point
+# margin passes a suite that lost 3.4 points for sure; α 0.45 passes a coin toss), so such values
+# are refused, not printed in small type under a green verdict.
+MAX_ALPHA = 0.1
+MAX_MARGIN_POINTS = 10.0
+MAX_FLOOR = 0.2
 
 
 def alpha(text: str) -> float:
     value = positive_float(text)
-    if value >= 0.5:
-        raise argparse.ArgumentTypeError(f"expected a one-sided level in (0, 0.5), such as 0.05, got {text!r}")
+    if value > MAX_ALPHA:
+        raise argparse.ArgumentTypeError(
+            f"expected a one-sided level in (0, {MAX_ALPHA:g}], such as 0.05, got {text!r}: a gate at a larger α "
+            "passes too much by chance"
+        )
+    return value
+
+
+def margin_points(text: str) -> float:
+    value = non_negative_float(text)
+    if value > MAX_MARGIN_POINTS:
+        raise argparse.ArgumentTypeError(
+            f"expected a margin between 0 and {MAX_MARGIN_POINTS:g} accuracy points, such as 3, got {text!r}: a "
+            "wider margin lets a real regression pass"
+        )
     return value
 
 
 def rate(text: str) -> float:
     value = non_negative_float(text)
-    if value >= 1:
-        raise argparse.ArgumentTypeError(f"expected a rate in [0, 1), such as 0.02, got {text!r}")
+    if value > MAX_FLOOR:
+        raise argparse.ArgumentTypeError(
+            f"expected a rate in [0, {MAX_FLOOR:g}], such as 0.02, got {text!r}: a higher floor lets a deployment "
+            "that loops or truncates that often pass"
+        )
     return value
 
 
@@ -175,14 +201,50 @@ def suite_margins(text: str) -> tuple[tuple[str, float], ...]:
         suite, equals, points = part.partition("=")
         if not equals or not suite:
             raise argparse.ArgumentTypeError(f"expected suite=points pairs such as coding=3,math=2, got {part!r}")
-        pairs.append((suite, non_negative_float(points)))
+        pairs.append((suite, margin_points(points)))
     return tuple(pairs)
+
+
+# What a run records that changes what the model sees or how it is scored: baseline and candidate
+# must agree on each (issue 21, reproduction 7: a candidate at effort low, think mode kimi and seed
+# 7, or serving another model id, was judged with no mention). `samples` is not among them: a
+# sequential run samples in rounds against a baseline with more samples per item, by design.
+COMPARED_SETTINGS: tuple[str, ...] = (
+    "model",
+    "think_mode",
+    "reasoning_effort",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "seed",
+    "agent_turns",
+    "agent_tokens",
+    "agent_wall_time",
+    "context_lengths",
+)
+
+
+def setting_names(text: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [name for name in names if name not in COMPARED_SETTINGS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"expected setting names among {', '.join(COMPARED_SETTINGS)}, got {', '.join(map(repr, unknown))}"
+        )
+    return names
+
+
+# Under this share of the baseline's items, a verdict could rest on the items a user chose to keep.
+MIN_COVERAGE = 0.9
 
 
 def share(text: str) -> float:
     value = non_negative_float(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"expected a share between 0 and 1, such as 1 or 0.95, got {text!r}")
+    if not MIN_COVERAGE <= value <= 1:
+        raise argparse.ArgumentTypeError(
+            f"expected a share between {MIN_COVERAGE:g} and 1, such as 1 or 0.95, got {text!r}: the candidate must "
+            "score (nearly) every item of the baseline"
+        )
     return value
 
 
@@ -375,16 +437,16 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
     OptionSpec(
         "gate",
         choice(*GATE_MODES),
-        "warn",
-        "What fails the session: 'warn' fails on FAIL and INCOMPLETE and warns on INCONCLUSIVE; "
-        "'strict' fails on INCONCLUSIVE too (default: warn)",
+        "strict",
+        "What fails the session: 'strict' fails on anything but PASS; 'warn', for exploratory runs, fails on "
+        "FAIL and INCOMPLETE and only warns on INCONCLUSIVE (default: strict)",
     ),
-    OptionSpec("alpha", alpha, 0.05, "One-sided significance level of the gate's tests (default: 0.05)"),
+    OptionSpec("alpha", alpha, 0.05, "One-sided significance level of the gate's tests, at most 0.1 (default: 0.05)"),
     OptionSpec(
         "margin",
-        non_negative_float,
+        margin_points,
         3.0,
-        "Accuracy points a suite may lose against the baseline before it is a regression (default: 3)",
+        "Accuracy points (0 to 10) a suite may lose against the baseline before it is a regression (default: 3)",
     ),
     OptionSpec(
         "margins",
@@ -396,19 +458,29 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "repetition_floor",
         rate,
         0.02,
-        "Looping rate below which a significant rise is not a regression (default: 0.02)",
+        "Looping rate (at most 0.2) below which a significant rise is not a regression (default: 0.02)",
     ),
     OptionSpec(
         "truncation_floor",
         rate,
         0.05,
-        "Truncation rate (finish_reason length) below which a significant rise is not a regression (default: 0.05)",
+        "Truncation rate (finish_reason length, at most 0.2) below which a significant rise is not a regression "
+        "(default: 0.05)",
+    ),
+    OptionSpec(
+        "allow_differences",
+        setting_names,
+        (),
+        "Settings the candidate may differ from the baseline in, declared on purpose and printed in the report "
+        "(comma-separated: model, think_mode, reasoning_effort, temperature, top_p, max_tokens, seed, agent_turns, "
+        "agent_tokens, agent_wall_time, context_lengths); any other difference is INCOMPLETE (default: none)",
     ),
     OptionSpec(
         "min_coverage",
         share,
         1.0,
-        "Share of the baseline's scored items the candidate must score, else the gate is INCOMPLETE (default: 1, all)",
+        "Share (0.9 to 1) of the baseline's scored items the candidate must score, else the gate is INCOMPLETE "
+        "(default: 1, all)",
     ),
     OptionSpec(
         "fail_unsolved",
@@ -423,6 +495,14 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         boolean,
         False,
         "Store this run as a baseline of its shape: --k3-baseline SHAPE takes the newest complete run stored so",
+        flag_only=True,
+    ),
+    OptionSpec(
+        "subset_baseline",
+        boolean,
+        False,
+        "With --k3-save-baseline, declare that the run is a subset of the items on purpose (-k, node ids, "
+        "--k3-limit...): it is stored as a baseline anyway, and every gate against it says so",
         flag_only=True,
     ),
     OptionSpec(
@@ -542,9 +622,11 @@ class Settings:
     margins: tuple[tuple[str, float], ...]
     repetition_floor: float
     truncation_floor: float
+    allow_differences: tuple[str, ...]
     min_coverage: float
     fail_unsolved: bool
     save_baseline: bool
+    subset_baseline: bool
     server_args: Path | None
     sequential: bool
     looks: int
@@ -563,7 +645,16 @@ class Settings:
 
 # The options the gate reads: `pytest --k3-baseline` and `k3conformance compare` both take
 # them from this table (the CLI without the --k3- prefix), so their defaults cannot drift.
-GATE_OPTIONS = ("gate", "alpha", "margin", "margins", "repetition_floor", "truncation_floor", "min_coverage")
+GATE_OPTIONS = (
+    "gate",
+    "alpha",
+    "margin",
+    "margins",
+    "repetition_floor",
+    "truncation_floor",
+    "min_coverage",
+    "allow_differences",
+)
 # The sequential plan's options: `pytest --k3-baseline` and `k3conformance plan` take them too.
 PLAN_OPTIONS = ("looks", "max_items", "sample_rounds", "samples")
 
@@ -630,6 +721,11 @@ def check_separate_path_values(config: pytest.Config) -> None:
             )
 
 
+# Options whose environment variable set to nothing is a mistake, not "unset": an empty
+# K3_BASELINE= in a CI file turned the gate off silently (issue 21, reproduction 10).
+_NO_EMPTY_ENVIRONMENT = frozenset({"baseline"})
+
+
 def resolve_settings(config: pytest.Config) -> Settings:
     values: dict[str, Any] = {}
     for spec in OPTIONS:
@@ -676,6 +772,11 @@ def _resolve(config: pytest.Config, spec: OptionSpec[T]) -> T:
         return cast(T, cli_value)
     for variable in spec.env:
         raw = os.environ.get(variable)
+        if raw is not None and not raw.strip() and spec.name in _NO_EMPTY_ENVIRONMENT:
+            raise pytest.UsageError(
+                f"environment variable {variable} is set but empty (for {spec.flag}): unset it to run without it, "
+                "or give it a value"
+            )
         if raw:
             return _parse(spec, raw, f"environment variable {variable}")
     if spec.ini:

@@ -17,7 +17,7 @@ import pytest
 from k3conformance import ItemScore, Probe, ProbeResult, Settings, parametrize_probes
 from k3conformance.checks.reasoning import check_answer_follows_reasoning
 from k3conformance.datasets.sources import LoadedDataset
-from k3conformance.datasets.suite_items import load_math_items
+from k3conformance.datasets.suite_items import load_math_items, math_item_id
 from k3conformance.scoring.math_answers import score_gsm8k, score_math
 
 SUITE = "math"
@@ -28,7 +28,7 @@ PROMPT = "{problem}\n\nReason step by step, and put your final answer within \\b
 def _probe(dataset: LoadedDataset, item: dict[str, Any]) -> Probe:
     return Probe(
         SUITE,
-        f"{dataset.name}/{item['id']}" if dataset.name != "fixture:math" else str(item["id"]),
+        math_item_id(dataset.name, item),
         requests={
             "answer": {"messages": [{"role": "user", "content": PROMPT.format(problem=item["prompt"])}], "stream": True}
         },

@@ -155,7 +155,31 @@ def check_datasets(settings: DatasetOptions) -> dict[str, dict[str, str]]:
     if settings.prompt_token_cases is not None:
         # Fixed counts are no items to gate on, but a bad file must stop the run up front too.
         load_prompt_token_cases(settings.prompt_token_cases)
+    math, coding = load_math_items(settings), load_coding_items(settings)
+    # The ids the suites give their items (suites/test_math.py, suites/test_coding.py).
+    _refuse_duplicates("--k3-math-dataset", [(d.name, math_item_id(d.name, item)) for d in math for item in d.items])
+    _refuse_duplicates("--k3-coding-dataset", [(d.name, str(item["id"])) for d in coding for item in d.items])
     return {
-        "math": {dataset.name: dataset.revision for dataset in load_math_items(settings)},
-        "coding": {dataset.name: dataset.revision for dataset in load_coding_items(settings)},
+        "math": {dataset.name: dataset.revision for dataset in math},
+        "coding": {dataset.name: dataset.revision for dataset in coding},
     }
+
+
+def math_item_id(dataset: str, item: dict[str, Any]) -> str:
+    """A math item's id in the run: prefixed by its dataset, except the authored fixture's."""
+    return f"{dataset}/{item['id']}" if dataset != "fixture:math" else str(item["id"])
+
+
+def _refuse_duplicates(option: str, items: Sequence[tuple[str, str]]) -> None:
+    """Two items of one suite with one id would be scored as one item with twice the samples (a
+    dataset named twice, `fixture:math,fixture:math`, passed the gate on 8 items that way): the
+    paired comparison needs one entry per item, so this is an error, not a merge."""
+    seen: dict[str, str] = {}
+    for name, identifier in items:
+        if identifier in seen:
+            where = f"in {name}" if seen[identifier] == name else f"in {seen[identifier]} and {name}"
+            raise DatasetUnavailable(
+                f"{option}: item id {identifier!r} occurs twice ({where}): every item of a suite needs its own id; "
+                "name each dataset once"
+            )
+        seen[identifier] = name

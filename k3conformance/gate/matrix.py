@@ -38,7 +38,7 @@ def gate_stored(baseline: StoredRun, candidate: StoredRun, settings: GateSetting
 
         replayed = replay_sequential(stored, baseline, candidate, settings)
         result.notes += replayed.notes
-        apply_sequential(result, replayed.paths)
+        apply_sequential(result, replayed.paths, baseline)
     return result
 
 

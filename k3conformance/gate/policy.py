@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from k3conformance.deployment.shapes import ATTN_DP_SIZE, SERVER_ARG_NAMES, WIDTH_FIELDS, ShapeSettings, width_of
+from k3conformance.options import COMPARED_SETTINGS
 
 # Both suites must have run on both sides of a changed deployment: the layout and kernel
 # regressions on record show in long outputs (DeepSWE, 34K-token prompts) while math stays fine.
@@ -159,3 +160,30 @@ def shape_policy(
 ) -> ShapePolicy:
     differs = material_differences(baseline, candidate) + list(other_differences)
     return ShapePolicy(differs=differs, required_suites=REQUIRED_SUITES if differs else ())
+
+
+def _recorded(summary: Mapping[str, Any]) -> dict[str, Any] | None:
+    settings = summary.get("settings")
+    if not isinstance(settings, Mapping):
+        return None
+    return {**settings, "model": summary.get("model")}
+
+
+def settings_differences(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
+    """Each compared setting whose value differs, as `name: before → after`; a side that
+    recorded no settings at all is one difference (only when the other did: summaries written
+    before settings were recorded compare as before)."""
+    before, after = _recorded(baseline), _recorded(candidate)
+    if before is None and after is None:
+        return []
+    if before is None or after is None:
+        side = "baseline" if before is None else "candidate"
+        return [f"settings: the {side} run recorded none"]
+    changed = []
+    for name in COMPARED_SETTINGS:
+        if name not in before and name not in after:
+            continue
+        was, now = before.get(name, "(not recorded)"), after.get(name, "(not recorded)")
+        if json.dumps(was, sort_keys=True, default=str) != json.dumps(now, sort_keys=True, default=str):
+            changed.append(f"{name}: {was} → {now}")
+    return changed

@@ -171,7 +171,9 @@ def _simulated(summaries: tuple[Mapping[str, Any], ...]) -> bool:
 
 def text_report(result: GateResult, *summaries: Mapping[str, Any]) -> list[str]:
     lines = [
-        f"gate: {result.verdict} — {result.candidate} against the baseline {result.baseline} ({result.settings.mode} mode)"
+        f"gate: {result.verdict} — {result.candidate} against the baseline {result.baseline} "
+        f"({result.settings.mode_line})",
+        f"  {result.settings.policy_line()}",
     ]
     lines += [f"  {reason}" for reason in result.reasons]
     for title, block in _sections(result, "simple"):
@@ -188,8 +190,10 @@ def markdown_report(result: GateResult, *summaries: Mapping[str, Any]) -> str:
         "",
         (
             f"Candidate {markdown_text(result.candidate)} against the baseline {markdown_text(result.baseline)}, "
-            f"{result.settings.mode} mode, one-sided α = {result.settings.alpha}."
+            f"{result.settings.mode_line}."
         ),
+        "",
+        f"The {result.settings.policy_line()}.",
         "",
     ]
     if _simulated(summaries):

@@ -34,7 +34,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from k3conformance.deployment.cookbook import read_run_shape
-from k3conformance.gate.policy import deployment_differences, deployment_identity, shape_policy
+from k3conformance.gate.policy import (
+    deployment_differences,
+    deployment_identity,
+    settings_differences,
+    shape_policy,
+)
 from k3conformance.gate.settings import GateSettings
 from k3conformance.runs.records import STATUS_COMPLETE
 from k3conformance.runs.stored import StoredRun
@@ -129,6 +134,7 @@ class GateResult:
             "baseline_origin": self.baseline_origin,
             "candidate": self.candidate,
             "alpha": self.settings.alpha,
+            "policy": self.settings.policy(),
             "reasons": self.reasons,
             "accuracy": {suite: comparison.to_dict() for suite, comparison in self.accuracy.items()},
             "rates": {
@@ -177,7 +183,18 @@ def judge(baseline: StoredRun, candidate: StoredRun, settings: GateSettings) -> 
     findings: list[Finding] = []
     base_suites, cand_suites = baseline.scored_suites(), candidate.scored_suites()
     for suite in sorted(base_suites | cand_suites):
-        if suite not in base_suites:
+        if suite not in base_suites and suite in baseline.summary.get("datasets", {}):
+            # The baseline selected the suite's items and has no score for them: a partial (or
+            # edited) baseline, not one that never ran the suite.
+            findings.append(
+                Finding(
+                    INCOMPLETE,
+                    f"{suite}: the baseline selected its items and scored none: the baseline is partial; store a "
+                    "complete one",
+                    suite,
+                )
+            )
+        elif suite not in base_suites:
             result.notes.append(f"{suite}: not in the baseline; not compared")
         elif suite not in cand_suites:
             findings.append(
@@ -192,6 +209,8 @@ def judge(baseline: StoredRun, candidate: StoredRun, settings: GateSettings) -> 
         findings.append(
             Finding(FAIL, f"{regression.suite}/{regression.check} passes on the baseline and fails on the candidate")
         )
+    findings += _missing_conformance(baseline, candidate)
+    findings += _partial_baseline(baseline)
     result.shape = _shape_finding(baseline, candidate)
     for suite in result.shape.missing_in_baseline:
         findings.append(
@@ -208,6 +227,17 @@ def judge(baseline: StoredRun, candidate: StoredRun, settings: GateSettings) -> 
                 f"the deployment differs from the baseline's, and the {suite} suite did not run on the candidate",
             )
         )
+    for difference in settings_differences(baseline.summary, candidate.summary):
+        if difference.split(":")[0] in settings.allow_differences:
+            result.notes.append(f"differs from the baseline, allowed on purpose (--k3-allow-differences): {difference}")
+        else:
+            findings.append(
+                Finding(
+                    INCOMPLETE,
+                    f"the candidate ran under other settings than the baseline ({difference}): rerun it with the "
+                    "baseline's, or declare the difference with --k3-allow-differences",
+                )
+            )
     if candidate.summary["status"] != STATUS_COMPLETE:
         findings.append(
             Finding(
@@ -216,6 +246,15 @@ def judge(baseline: StoredRun, candidate: StoredRun, settings: GateSettings) -> 
         )
     if not result.accuracy and not _conformance_suites(baseline, candidate):
         findings.append(Finding(INCOMPLETE, "the runs share no suite: nothing was compared"))
+    stored_policy = baseline.summary.get("policy")
+    weaker = settings.weaker_than(stored_policy) if stored_policy else []
+    if weaker:
+        result.notes.append(f"judged under a weaker policy than the baseline's run: {', '.join(weaker)}")
+    if _declared_subset(baseline):
+        result.notes.append(
+            "the baseline is a subset of its datasets' items, stored so on purpose (--k3-subset-baseline): the "
+            "verdict speaks for those items only"
+        )
     if baseline.summary.get("simulator") != candidate.summary.get("simulator"):
         result.notes.append(
             "one run is against the reference deployment (a simulator) and the other is not: the comparison "
@@ -223,6 +262,11 @@ def judge(baseline: StoredRun, candidate: StoredRun, settings: GateSettings) -> 
         )
     settle(result, findings)
     return result
+
+
+def _declared_subset(run: StoredRun) -> bool:
+    selection = run.summary.get("selection")
+    return bool(run.summary.get("subset_declared")) and selection is not None and selection["subset"]
 
 
 def _compare_suite(
@@ -261,8 +305,21 @@ def _compare_suite(
             f"({coverage.absent} absent, {coverage.unscored} with no sample), within --k3-min-coverage"
         )
     extra = sum(1 for item, totals in after.items() if totals.samples and item not in scored)
-    if extra:
-        result.notes.append(f"{suite}: {extra} candidate items not scored on the baseline; not compared")
+    if extra and _declared_subset(baseline):
+        result.notes.append(f"{suite}: {extra} candidate items not in the baseline's declared subset; not compared")
+    elif extra:
+        # Same datasets (checked before), a complete baseline of every item: a candidate item the
+        # baseline has no score for means the baseline lost items (an edited or partial baseline
+        # would otherwise hide the candidate's losses on them).
+        findings.append(
+            Finding(
+                INCOMPLETE,
+                f"{suite}: the candidate scored {extra} items the baseline has no score for: the baseline is "
+                "partial; store a complete one",
+                # Not a coverage finding: a sequential stop excuses the candidate's missing items, not the baseline's.
+                suite,
+            )
+        )
     comparison = compare_scores(
         {item: before[item] for item in compared},
         {item: after[item] for item in compared},
@@ -352,6 +409,78 @@ def _conformance_suites(baseline: StoredRun, candidate: StoredRun) -> set[str]:
         for suite in baseline.suites.keys() & candidate.suites.keys()
         if baseline.suites[suite].get("checks") and candidate.suites[suite].get("checks")
     }
+
+
+def _partial_baseline(baseline: StoredRun) -> list[Finding]:
+    """A baseline that does not hold the scores its own summary says it selected: items of a scored
+    suite listed in its datasets without a score, or a suite it records with no evidence at all
+    (no score, no check). An edited or partial baseline would otherwise let a candidate leave out
+    exactly those items."""
+    findings = []
+    scored = baseline.scored_suites()
+    for suite, entry in sorted(baseline.suites.items()):
+        if not entry.get("scores") and not entry.get("checks"):
+            findings.append(
+                Finding(INCOMPLETE, f"{suite}: the baseline records the suite with no score and no check", suite)
+            )
+    for suite, dataset in sorted(baseline.summary.get("datasets", {}).items()):
+        if suite not in scored:
+            continue
+        totals = baseline.item_totals(suite)
+        missing = [item for item in dataset.get("items", []) if item not in totals or not totals[item].samples]
+        if missing:
+            findings.append(
+                Finding(
+                    INCOMPLETE,
+                    f"{suite}: the baseline selected {len(missing)} items it has no score for (such as "
+                    f"{missing[0]}): the baseline is partial; store a complete one",
+                    suite,
+                )
+            )
+    return findings
+
+
+def _missing_conformance(baseline: StoredRun, candidate: StoredRun) -> list[Finding]:
+    """The baseline's conformance evidence the candidate does not have: a suite with checks that
+    is missing (left out with --ignore, renamed in the summary), a check the baseline passed that
+    is missing, or that never passed nor failed on the candidate (every test errored or was
+    skipped). Each is INCOMPLETE: a check that cannot run is not a check that passes."""
+    findings = []
+    for suite in sorted(baseline.suites):
+        before = baseline.suites[suite].get("checks") or {}
+        if not before or suite in baseline.scored_suites():
+            continue
+        after = candidate.suites[suite].get("checks") or {} if suite in candidate.suites else {}
+        if not after:
+            findings.append(
+                Finding(
+                    INCOMPLETE,
+                    f"{suite}: the baseline ran its {len(before)} checks and the candidate ran none: run the "
+                    f"{suite} suite",
+                    suite,
+                )
+            )
+            continue
+        for check in sorted(before):
+            was, now = before[check], after.get(check)
+            if not was.get("passed", 0) or was.get("failed", 0):
+                continue
+            if now is None:
+                findings.append(
+                    Finding(
+                        INCOMPLETE, f"{suite}/{check} passes on the baseline and did not run on the candidate", suite
+                    )
+                )
+            elif not now.get("passed", 0) and not now.get("failed", 0):
+                findings.append(
+                    Finding(
+                        INCOMPLETE,
+                        f"{suite}/{check} passes on the baseline and neither passed nor failed on the candidate "
+                        f"({now.get('errors', 0)} errors, {now.get('infra_errors', 0)} infrastructure errors)",
+                        suite,
+                    )
+                )
+    return findings
 
 
 def _check_regressions(baseline: StoredRun, candidate: StoredRun) -> list[CheckRegression]:

@@ -58,6 +58,10 @@ def activate(config: pytest.Config) -> RunState:
     if not hasattr(config, "workerinput"):
         check_separate_path_values(config)
     settings = resolve_settings(config)
+    if not hasattr(config, "workerinput"):
+        from k3conformance.run.admission import refuse_subset_up_front
+
+        refuse_subset_up_front(config, settings)
     _check_reference_profile(settings)
     state = RunState.for_process(config, settings)
     config.stash[STASH_KEY] = state
@@ -192,7 +196,7 @@ def _run_gate(state: RunState, summary: RunSummary) -> GateResult:
     if state.sequential is not None:
         from k3conformance.gate.sequential.apply import apply_sequential
 
-        apply_sequential(result, state.sequential.to_summary())
+        apply_sequential(result, state.sequential.to_summary(), state.baseline)
     if state.run_dir.is_dir():
         write_reports(result, state.run_dir, state.baseline.summary, summary)
     return result
@@ -274,6 +278,7 @@ class RunHooks:
         if not settings.vendor:
             deselected = [item for item in items if vendor_only(item)]
             items[:] = [item for item in items if not vendor_only(item)]
+            self.state.vendor_deselected += len(deselected)
         if settings.limit is not None:
             kept, dropped = limited(items, [probe_of(item) for item in items], settings.limit, settings.seed)
             items[:] = kept
@@ -397,6 +402,15 @@ class RunHooks:
             from k3conformance.run.junit import report_gate_case
 
             report_gate_case(session.config, state.gate_result)
+        if state.settings.save_baseline:
+            from k3conformance.run.admission import end_reasons
+
+            state.baseline_refused = end_reasons(summary, state.gate_result)
+            if state.baseline_refused:
+                # Kept as a run, not as a baseline; the session fails, so no pipeline goes on as if it were one.
+                state.write_summary(state.status, int(exitstatus))
+                if session.exitstatus == pytest.ExitCode.OK:
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """Print the suite and check tables, the requests, the run folder and the gate."""
@@ -433,6 +447,12 @@ class RunHooks:
         write(f"run {state.run_dir.name} ({state.status}): records in {state.run_dir}")
         if state.status != STATUS_COMPLETE:
             write("the run is not complete: rerun with --k3-resume to send only the missing requests", yellow=True)
+        if state.baseline_refused:
+            write(
+                f"NOT stored as a baseline of shape {state.shape} (--k3-save-baseline): "
+                + "; ".join(state.baseline_refused),
+                red=True,
+            )
         if state.gate_result is not None:
             self._write_gate(terminalreporter, state.gate_result)
         elif state.baseline is not None:
@@ -451,8 +471,8 @@ class RunHooks:
             terminalreporter.write_line(line)
         if result.verdict == "INCONCLUSIVE" and not result.fails():
             terminalreporter.write_line(
-                "WARNING: the gate is INCONCLUSIVE (--k3-gate strict would fail the session): see the minimum "
-                "detectable drop above",
+                "WARNING: the gate is INCONCLUSIVE and --k3-gate warn lets the session pass (strict, the default, "
+                "would fail it): see the minimum detectable drop above",
                 yellow=True,
             )
         from k3conformance.gate.report import GATE_CHART

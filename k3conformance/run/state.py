@@ -64,6 +64,15 @@ _PROVENANCE_SETTINGS = (
     "concurrency",
     "timeout",
     "retries",
+    "agent_turns",
+    "agent_tokens",
+    "agent_wall_time",
+    "context_lengths",
+    "cache_prompt_words",
+    # The sequential plan's options: compare's replay recomputes the run's design from the baseline with them.
+    "looks",
+    "max_items",
+    "sample_rounds",
 )
 
 
@@ -116,6 +125,10 @@ class RunState:
     selection: Selection = field(
         default_factory=lambda: Selection(keyword=None, markers=None, limit=None, deselected=0, subset=False)
     )
+    # Vendor-only tests left out without --k3-vendor (counted in selection.deselected, not a subset).
+    vendor_deselected: int = 0
+    # Why --k3-save-baseline did not store this run as a baseline (run/admission.py); empty when it did.
+    baseline_refused: list[str] = field(default_factory=list)
     # The --k3-server-args file, read at configure time.
     launch: dict[str, Any] | None = None
     # The run gated against, loaded at configure time (controller or single process only).
@@ -226,14 +239,19 @@ class RunState:
     # The run summary, written by the single process or the controller.
 
     def note_selection(self, config: pytest.Config, deselected: int) -> None:
+        from k3conformance.run.admission import subset_reasons
+
         keyword = config.option.keyword or None
         markers = config.option.markexpr or None
+        total = self.selection["deselected"] + deselected
+        # Vendor-only checks left out without --k3-vendor are not a subset of the items: every
+        # default run left them out, so `subset` was true for all (issue 21, reproduction 5).
         self.selection = Selection(
             keyword=keyword,
             markers=markers,
             limit=self.settings.limit,
-            deselected=self.selection["deselected"] + deselected,
-            subset=bool(keyword or markers or self.settings.limit or self.selection["deselected"] + deselected),
+            deselected=total,
+            subset=bool(subset_reasons(config, self.settings) or total > self.vendor_deselected),
         )
 
     def summary(self, status: RunStatus, exit_status: int | None) -> RunSummary:
@@ -248,7 +266,9 @@ class RunState:
             "run_id": self.run_dir.name,
             "shape": self.shape,
             "status": status,
-            "baseline": self.settings.save_baseline,
+            "baseline": self.settings.save_baseline and not self.baseline_refused,
+            "baseline_refused": self.baseline_refused or None,
+            "subset_declared": self.settings.subset_baseline,
             "selection": self.selection,
             "launch": self.launch,
             "simulator": bool(endpoint and endpoint.simulator),
@@ -259,6 +279,8 @@ class RunState:
             "server_info": endpoint.server_info if endpoint else None,
             "shape_settings": self.shape_settings(),
             "settings": {name: getattr(self.settings, name) for name in _PROVENANCE_SETTINGS},
+            # The gate's policy in force, stored with a baseline: a later gate under a weaker one says so.
+            "policy": self._policy(),
             "started_at": (earlier or {}).get("started_at", self.started_at),
             "finished_at": None if status == STATUS_RUNNING else utc_now(),
             "sessions": sessions,
@@ -271,6 +293,11 @@ class RunState:
             "pytest": pytest.__version__,
             "platform": sys.platform,
         }
+
+    def _policy(self) -> dict[str, Any]:
+        from k3conformance.gate.settings import GateSettings
+
+        return GateSettings.from_options(self.settings).policy()
 
     def recount_requests(self) -> None:
         """Request counts of this session read back from the records: an interrupted xdist

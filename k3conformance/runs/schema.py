@@ -77,8 +77,14 @@ class Selection(TypedDict):
 class _Provenance(TypedDict, total=False):
     """Keys that summaries written before they existed lack; readers use `.get`."""
 
-    # Stored on purpose as a baseline (--k3-save-baseline).
+    # Stored on purpose as a baseline (--k3-save-baseline), and admitted as one (run/admission.py).
     baseline: bool
+    # Why --k3-save-baseline refused the run, when it did.
+    baseline_refused: list[str] | None
+    # A subset of the items stored as a baseline on purpose (--k3-subset-baseline).
+    subset_declared: bool
+    # The gate's policy in force for the run (GateSettings.policy).
+    policy: dict[str, Any]
     selection: Selection
     # Launch arguments and environment the user passed with --k3-server-args.
     launch: dict[str, Any] | None
@@ -198,15 +204,38 @@ def validate_summary(data: object, where: str) -> RunSummary:
                 raise SchemaError(f"the run summary {where} is malformed: suite {name!r} item {item!r}: {problem}")
         checks = suite.get("checks", {})
         if not isinstance(checks, dict) or any(
-            not isinstance(check, dict) or not all(_is_int(check.get(key, 0)) for key in ("passed", "failed"))
+            not isinstance(check, dict)
+            or not all(_is_int(check.get(key, 0)) for key in ("passed", "failed", "errors", "infra_errors"))
+            or not isinstance(check.get("excerpts", {}), dict)
             for check in checks.values()
         ):
             raise SchemaError(f"the run summary {where} is malformed: suite {name!r} has unreadable check counts")
+    for key in ("run_id", "shape"):
+        value = data.get(key)
+        if not isinstance(value, str) or not value:
+            raise SchemaError(f"the run summary {where} is malformed: {key} must be a non-empty string, got {value!r}")
+    for key in ("server_info", "launch", "shape_settings", "settings", "sequential", "policy"):
+        if data.get(key) is not None and not isinstance(data[key], dict):
+            raise SchemaError(
+                f"the run summary {where} is malformed: {key} must be an object, got {type(data[key]).__name__}"
+            )
+    contradictions = (data.get("shape_settings") or {}).get("contradictions") or []
+    if not isinstance(contradictions, list):
+        raise SchemaError(f"the run summary {where} is malformed: shape_settings.contradictions must be a list")
     datasets = data.get("datasets", {})
     if not isinstance(datasets, dict) or any(
-        not isinstance(entry, dict) or not isinstance(entry.get("items", []), list) for entry in datasets.values()
+        not isinstance(entry, dict)
+        or not isinstance(entry.get("items", []), list)
+        or not isinstance(entry.get("sources") or {}, dict)
+        or not all(isinstance(value, str) for value in (entry.get("sources") or {}).values())
+        or not isinstance(entry.get("dataset") or "", str)
+        or not isinstance(entry.get("dataset_sha256") or "", str)
+        for entry in datasets.values()
     ):
-        raise SchemaError(f"the run summary {where} is malformed: datasets must map suites to objects with item lists")
+        raise SchemaError(
+            f"the run summary {where} is malformed: datasets must map suites to objects with item lists and "
+            "sources mapping each dataset to its content hash"
+        )
     selection = data.get("selection")
     if selection is not None and (not isinstance(selection, dict) or not isinstance(selection.get("subset"), bool)):
         raise SchemaError(f"the run summary {where} is malformed: selection must say whether the run was a subset")

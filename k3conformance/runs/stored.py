@@ -144,7 +144,31 @@ def _load_summary(path: Path, *, baseline: bool, origin: str) -> StoredRun:
             f"the run {path.parent} is {summary['status']}, not complete: gate against "
             "complete runs only (finish it with --k3-resume)"
         )
+    if baseline:
+        _check_admissible(summary, path)
     return StoredRun(summary, path, origin)
+
+
+def _check_admissible(summary: RunSummary, path: Path) -> None:
+    """What run/admission.py refuses to store, refused when read too (a summary edited, or named
+    as a folder): a subset not declared as one, a shape label its server contradicts."""
+    selection = summary.get("selection")
+    subset = selection is not None and selection["subset"]
+    if subset and selection is not None and "subset_declared" not in summary:
+        # Written before issue 21: `subset` was true for every default run (vendor-only checks
+        # deselected), so only the named selections count.
+        subset = bool(selection.get("keyword") or selection.get("markers") or selection.get("limit"))
+    if subset and not summary.get("subset_declared"):
+        raise BaselineError(
+            f"the run {path.parent} ran a subset of the items (-k, node ids, --k3-limit...): a baseline must run "
+            "every item of its suites; store one with --k3-save-baseline"
+        )
+    contradictions = (summary.get("shape_settings") or {}).get("contradictions") or []
+    if contradictions:
+        raise BaselineError(
+            f"the run {path.parent} is labelled {summary['shape']}, which its server's own arguments contradict "
+            f"({contradictions[0]}): it is no baseline of that shape"
+        )
 
 
 def check_same_datasets(baseline: StoredRun, candidate_sources: Mapping[str, Mapping[str, str]]) -> None:
@@ -166,3 +190,20 @@ def check_same_datasets(baseline: StoredRun, candidate_sources: Mapping[str, Map
                 f"suite {suite!r}: the baseline {baseline.label} used {', '.join(sorted(theirs))}, this run uses "
                 f"{', '.join(sorted(ours))}: no items in common to compare"
             )
+
+
+def check_not_the_baseline(baseline: StoredRun, candidate: StoredRun) -> None:
+    """Raise when the candidate is the baseline itself, or a copy of it under another label: a
+    run judged against itself says nothing (issue 21, reproduction 10: `compare B B` was accepted)."""
+    same_run = baseline.summary["run_id"] == candidate.summary["run_id"] and (
+        baseline.summary["shape"] == candidate.summary["shape"]
+    )
+    started = baseline.summary.get("started_at")
+    copied = (
+        started is not None and started == candidate.summary.get("started_at") and (baseline.suites == candidate.suites)
+    )
+    if same_run or copied:
+        what = "is the baseline itself" if same_run else "is a copy of the baseline (same start, same scores)"
+        raise BaselineError(
+            f"the candidate {candidate.label} {what}: gate a run of the deployment under test against it"
+        )

@@ -54,7 +54,16 @@ from typing import Any
 import numpy as np
 from scipy import optimize, stats
 
-from k3conformance.stats.paired import FAIL, INCONCLUSIVE, PASS, ItemTotals, Verdict, tango_statistic
+from k3conformance.stats.paired import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    ItemTotals,
+    Verdict,
+    planning_error,
+    tango_statistic,
+    too_few_disagreeing,
+)
 
 # Grid points per look of the numerical integration; error of the crossing probabilities
 # under 1e-5 against the closed form at one look (tests/unit/gate/sequential/test_sequential.py).
@@ -297,9 +306,13 @@ def paired_t_statistic(differences: Sequence[float], margin: float) -> tuple[flo
         return 0.0, 1
     mean = sum(differences) / count
     variance = sum((d - mean) ** 2 for d in differences) / (count - 1)
-    if variance == 0:
-        return (math.copysign(_NEVER, mean + margin) if mean + margin else 0.0), count - 1
-    return (mean + margin) / math.sqrt(variance / count), count - 1
+    standard_error = math.sqrt(variance / count)
+    if too_few_disagreeing(differences):
+        # Never under the error with Agresti and Min's pseudo-observations: a zero (or tiny) variance
+        # on few items is no evidence of a small loss (the plain statistic was ±12 there, and 8 equal
+        # items passed at a true loss of the margin).
+        standard_error = max(standard_error, planning_error(differences))
+    return (mean + margin) / standard_error, count - 1
 
 
 @dataclass(frozen=True)

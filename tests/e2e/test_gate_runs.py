@@ -38,7 +38,8 @@ def run(project: pytest.Pytester, endpoint: str, *arguments: str) -> pytest.RunR
 
 
 def store_baseline(project: pytest.Pytester) -> Path:
-    result = run(project, "reference:tp8", "--k3-shape", "tp8", "--k3-save-baseline")
+    # --k3-limit makes it a subset of the datasets: stored as a baseline only when declared so.
+    result = run(project, "reference:tp8", "--k3-shape", "tp8", "--k3-save-baseline", "--k3-subset-baseline")
     assert result.ret == 0
     return only_run(project.path / "out")
 
@@ -84,21 +85,25 @@ def test_megamoe_candidate_fails_the_gate(gate_project: pytest.Pytester, monkeyp
 
 def test_same_deployment_is_inconclusive_in_warn_mode_and_fails_in_strict_mode(gate_project: pytest.Pytester) -> None:
     store_baseline(gate_project)
-    warn = run(gate_project, "reference:tp8", "--k3-baseline", "tp8", "--k3-shape", "tp8-again")
+    warn = run(gate_project, "reference:tp8", "--k3-baseline", "tp8", "--k3-shape", "tp8-again", "--k3-gate", "warn")
     assert warn.ret == 0
     verdict = gate_file(gate_project, "tp8-again")
     # 20 identical items cannot rule out a 3-point loss: honest, not a PASS.
     assert verdict["verdict"] == "INCONCLUSIVE" and not verdict["fails"]
     assert verdict["accuracy"]["agentic_coding"]["difference"] == 0.0
-    warn.stdout.fnmatch_lines(["*WARNING: the gate is INCONCLUSIVE*"])
-    strict = run(
-        gate_project, "reference:tp8", "--k3-baseline", "tp8", "--k3-shape", "tp8-strict", "--k3-gate", "strict"
-    )
+    warn.stdout.fnmatch_lines(["*warn mode, opted into with --k3-gate warn*", "*WARNING: the gate is INCONCLUSIVE*"])
+    # Strict is the default (issue 21, reproduction 10): INCONCLUSIVE fails the session.
+    strict = run(gate_project, "reference:tp8", "--k3-baseline", "tp8", "--k3-shape", "tp8-strict")
     assert strict.ret == 1
+    strict.stdout.fnmatch_lines(["*strict mode: exits non-zero unless PASS*", "*policy: margin 3 pts*"])
     assert gate_file(gate_project, "tp8-strict")["fails"]
 
 
-def test_shape_label_contradicted_by_the_server_is_reported(gate_project: pytest.Pytester) -> None:
+def test_shape_label_contradicted_by_the_server_is_reported_and_not_stored_as_a_baseline(
+    gate_project: pytest.Pytester,
+) -> None:
+    """Reproduction (issue 21, 5): an EP32 MegaMoE run stored with --k3-shape tp8 --k3-save-baseline
+    became the newest tp8 baseline."""
     result = gate_project.runpytest(
         "test_math.py",
         "--k3-endpoint",
@@ -107,15 +112,27 @@ def test_shape_label_contradicted_by_the_server_is_reported(gate_project: pytest
         "tp8",
         "--k3-results-dir",
         "out",
+        "--k3-save-baseline",
+        "--k3-subset-baseline",
         *COMMON,
     )
-    assert result.ret == 0
+    assert result.ret == 1
     result.stdout.fnmatch_lines(
-        ["*WARNING --k3-shape tp8 means tp_size=8 (TP8 Low-Latency), but the server reports tp_size=32*"]
+        [
+            "*WARNING --k3-shape tp8 means tp_size=8 (TP8 Low-Latency), but the server reports tp_size=32*",
+            "*NOT stored as a baseline of shape tp8 (--k3-save-baseline): the server's own arguments contradict*",
+        ]
     )
     summary = json.loads(next((gate_project.path / "out" / "tp8").glob("*/summary.json")).read_text())
     assert summary["shape_settings"]["source"] == "server" and summary["shape_settings"]["settings"]["ep"] == 32
     assert summary["shape_settings"]["contradictions"]
+    assert summary["baseline"] is False and summary["baseline_refused"]
+
+
+def test_a_subset_run_is_refused_as_a_baseline_before_anything_runs(gate_project: pytest.Pytester) -> None:
+    """Reproduction (issue 21, 5): a `--k3-limit 2` run became the newest tp8 baseline."""
+    result = run(gate_project, "reference:tp8", "--k3-shape", "tp8", "--k3-save-baseline", "--k3-limit", "2")
+    assert_one_error(result, "--k3-save-baseline: this run selects a subset of the items (--k3-limit")
 
 
 def test_shape_change_gated_on_math_alone_is_incomplete(gate_project: pytest.Pytester) -> None:
@@ -142,8 +159,10 @@ def test_shape_change_gated_on_math_alone_is_incomplete(gate_project: pytest.Pyt
 def test_deepep_drop_inside_the_margin_does_not_fail(gate_project: pytest.Pytester) -> None:
     store_baseline(gate_project)
     result = run(gate_project, "reference:ep32-deepep", "--k3-baseline", "tp8")
-    assert result.ret == 0
-    assert gate_file(gate_project, "reference-ep32-deepep")["verdict"] in ("PASS", "INCONCLUSIVE")
+    verdict = gate_file(gate_project, "reference-ep32-deepep")["verdict"]
+    assert verdict in ("PASS", "INCONCLUSIVE")
+    # Strict by default: only a PASS exits 0.
+    assert result.ret == (0 if verdict == "PASS" else 1)
 
 
 def test_check_that_passed_on_the_baseline_and_fails_on_the_candidate(gate_project: pytest.Pytester) -> None:
@@ -174,9 +193,9 @@ def test_compare_reaches_the_same_verdict_from_the_stored_runs(
     compared = json.loads(capsys.readouterr().out)
     stored = gate_file(gate_project, "reference-ep32-megamoe")
     assert compared["accuracy"] == stored["accuracy"] and compared["verdict"] == stored["verdict"] == "FAIL"
-    assert cli_main(["compare", "tp8", "tp8", "--results-dir", results, "--format", "markdown"]) == 0
-    assert "INCONCLUSIVE" in capsys.readouterr().out
-    assert cli_main(["compare", "tp8", "tp8", "--results-dir", results, "--gate", "strict"]) == 1
+    # The baseline judged against itself says nothing (issue 21, reproduction 10).
+    assert cli_main(["compare", "tp8", "tp8", "--results-dir", results]) == 2
+    assert "is the baseline itself" in capsys.readouterr().err
     assert cli_main(["compare", "nosuch", "tp8", "--results-dir", results]) == 2
     assert "no stored runs of shape 'nosuch'" in capsys.readouterr().err
 
@@ -234,7 +253,7 @@ def test_a_later_subset_run_of_the_shape_is_not_taken_as_the_baseline(gate_proje
     whatever it ran; a `-k` subset of the math suite stored later than the real baseline."""
     arguments = ("test_math.py", "--k3-results-dir", "out", "--k3-limit", "10", "-p", "no:cacheprovider")
     saved = gate_project.runpytest(
-        "--k3-endpoint", "reference:tp8", "--k3-shape", "tp8", "--k3-save-baseline", *arguments
+        "--k3-endpoint", "reference:tp8", "--k3-shape", "tp8", "--k3-save-baseline", "--k3-subset-baseline", *arguments
     )
     assert saved.ret == 0
     (baseline_dir,) = (path for path in (gate_project.path / "out" / "tp8").iterdir() if path.is_dir())

@@ -61,7 +61,14 @@ def poison(run_dir: Path) -> int:
 def results(pytester: pytest.Pytester) -> Path:
     copy_suites(pytester.path, SUITES)
     baseline = pytester.runpytest(
-        *SUITES, "--k3-endpoint", "reference:tp8", "--k3-shape", "tp8", "--k3-save-baseline", *COMMON
+        *SUITES,
+        "--k3-endpoint",
+        "reference:tp8",
+        "--k3-shape",
+        "tp8",
+        "--k3-save-baseline",
+        "--k3-subset-baseline",
+        *COMMON,
     )
     assert baseline.ret == 0
     for profile, shape in (("ep32-megamoe", "ep32-megamoe"), ("tp8", "tp8-again")):

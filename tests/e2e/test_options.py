@@ -119,3 +119,14 @@ def test_an_unknown_profile_is_suggested_not_every_profile_listed(pytester: pyte
     assert "did you mean 'ep32-megamoe'" in error
     # 60-odd names were dumped before: only the suggestion, and where the list is.
     assert "xtml-tools-without-tools" not in error and "k3conformance serve --help" in error
+
+
+def test_an_empty_baseline_variable_is_an_error_not_an_ungated_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reproduction (issue 21, 10): `K3_BASELINE=` disabled the gate silently."""
+    monkeypatch.setenv("K3_BASELINE", "")
+    pytester.makepyfile("def test_never(): pass")
+    result = pytester.runpytest("--k3-endpoint", "reference")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*environment variable K3_BASELINE is set but empty (for --k3-baseline)*"])

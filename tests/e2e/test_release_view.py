@@ -20,7 +20,14 @@ SUITES = ("test_agentic_coding.py", "test_math.py")
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
     copy_suites(pytester.path, SUITES)
     baseline = pytester.runpytest(
-        *SUITES, "--k3-endpoint", "reference:tp8", "--k3-shape", "tp8", "--k3-save-baseline", *COMMON
+        *SUITES,
+        "--k3-endpoint",
+        "reference:tp8",
+        "--k3-shape",
+        "tp8",
+        "--k3-save-baseline",
+        "--k3-subset-baseline",
+        *COMMON,
     )
     assert baseline.ret == 0
     return pytester

@@ -138,7 +138,9 @@ def test_an_unchanged_deployment_runs_to_a_pass_or_the_maximum_and_deepep_does_n
 ) -> None:
     baseline = run_of(project, "tp8")
     result, run_dir = candidate(project, "tp8", "--k3-shape", "tp8-again")
-    assert result.ret == 0
+    # Strict by default (issue 21): a suite that reached its maximum undecided fails the session.
+    assert result.ret == (0 if gate_file(run_dir)["verdict"] == "PASS" else 1)
+    assert gate_file(run_dir)["verdict"] in ("PASS", "INCONCLUSIVE"), gate_file(run_dir)["reasons"]
     for suite, path in gate_file(run_dir)["sequential"].items():
         stop = path["stop"]
         assert stop["verdict"] == "PASS" or stop["by"] == "maximum reached", (suite, stop)

@@ -9,31 +9,49 @@ from typing import Any
 from k3conformance.gate.sequential.rule import BY_MAXIMUM
 from k3conformance.gate.sequential.state import verdict_lines
 from k3conformance.gate.verdict import ABOUT_ACCURACY, ABOUT_COVERAGE, Finding, GateResult, settle
+from k3conformance.runs.stored import StoredRun
 from k3conformance.stats.paired import PASS
 
 
-def apply_sequential(result: GateResult, paths: Mapping[str, Any]) -> None:
+def apply_sequential(result: GateResult, paths: Mapping[str, Any], baseline: StoredRun) -> None:
     """The sequential verdicts take the place of the fixed-size accuracy verdicts of the suites they
     decided. `paths` is the run's sequential block (`SequentialRun.to_summary`, kept in summary.json),
-    so `k3conformance compare` re-gates a stored sequential run as the run itself did."""
+    so `k3conformance compare` re-gates a stored sequential run as the run itself did.
+
+    The only way to judge a suite on fewer than the baseline's items is a stop the rule made at a
+    look or a monitor, on an order committed over every item the baseline scored. Anything else
+    that left items out keeps its coverage finding: a stop "by the maximum" (the plan's maximum
+    is no decision; `--k3-max-items 1` reaches it after one item), an order that is not the
+    baseline's item set (planned on a subset, or edited), or no stop at all."""
     result.sequential = dict(paths)
     findings = list(result.findings)
     for suite, path in paths.items():
         stop = path["stop"]
         superseded = set()
-        if stop is not None:
+        early = stop is not None and stop["by"] != BY_MAXIMUM
+        if early and _orders_the_baseline(path, baseline, suite):
             # A suite the sequential rule decided ran the items its plan asked for, in the committed
-            # order: the baseline's other items are not missing evidence. An undecided suite (the run
-            # was stopped before a decision) keeps its coverage finding: that evidence is missing.
+            # order: the baseline's other items are not missing evidence.
             superseded.add(ABOUT_COVERAGE)
-        if stop is not None and stop["by"] != BY_MAXIMUM:
+        elif early:
+            result.notes.append(
+                f"{suite}: the sequential order is not the baseline's item set: its stop does not excuse missing items"
+            )
+        if early:
             # The fixed-size comparison of a suite stopped early sees only the items it ran: the
             # sequential rule, whose error rates hold at its looks, is the one that decides it. A
             # suite that reached its maximum keeps the fixed-size comparison of the same items.
             superseded.add(ABOUT_ACCURACY)
         findings = [f for f in findings if f.suite != suite or f.about not in superseded]
-        if ABOUT_ACCURACY in superseded and stop is not None and stop["verdict"] != PASS:
+        if ABOUT_ACCURACY in superseded and stop["verdict"] != PASS:
             text = f"{suite}: sequential {stop['verdict']} by the {stop['by']} after {stop['items']} items"
             findings.append(Finding(stop["verdict"], text, suite, ABOUT_ACCURACY))
     result.notes += verdict_lines(paths)
     settle(result, findings)
+
+
+def _orders_the_baseline(path: Mapping[str, Any], baseline: StoredRun, suite: str) -> bool:
+    """Whether the committed order holds exactly the items the baseline scored, each once."""
+    order = [str(item) for item in path.get("order") or []]
+    scored = {item for item, totals in baseline.item_totals(suite).items() if totals.samples}
+    return len(order) == len(set(order)) and set(order) == scored

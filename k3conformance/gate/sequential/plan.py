@@ -378,17 +378,21 @@ def rounds_lines(plan: SuitePlan) -> list[str]:
     ]
 
 
-def a_a_partner(baseline: StoredRun) -> StoredRun | None:
+def a_a_partner(baseline: StoredRun, *, started_before: str | None = None) -> StoredRun | None:
     """Another complete run of the baseline's own shape, stored next to it: with the baseline, an A/A pair.
 
     The newest such run that scored any item of the baseline's suites; None when there is none
-    (or the baseline was named by a file outside a shape folder, which has no neighbours)."""
+    (or the baseline was named by a file outside a shape folder, which has no neighbours).
+    `started_before`: only runs started before then (compare's replay looks for the partner the
+    run itself found when it started, not one stored since, nor the candidate itself)."""
     if baseline.path is None:
         return None
     run_dir = baseline.path.parent
     for other in sorted((p for p in run_dir.parent.iterdir() if p.is_dir() and p != run_dir), reverse=True):
         summary = read_summary(other)
         if summary is None or summary.get("status") != STATUS_COMPLETE:
+            continue
+        if started_before is not None and str(summary.get("started_at", "")) >= started_before:
             continue
         try:
             candidate = StoredRun(validate_summary(summary, str(other / SUMMARY_FILE)), other / SUMMARY_FILE)

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from k3conformance.gate.sequential.plan import a_a_partner, plan_items
 from k3conformance.gate.sequential.rule import SequentialSuite
 from k3conformance.gate.sequential.state import suite_path, suite_rule
 from k3conformance.gate.settings import GateSettings
@@ -58,6 +59,10 @@ def replay_sequential(
                 f"{design.alpha:g}, not the {margin * 100:g} pts at α {alpha:g} asked for; judged fixed-size"
             )
             continue
+        mismatch = _design_mismatch(design, suite, order, baseline, candidate, settings)
+        if mismatch is not None:
+            notes.append(f"{suite}: {mismatch}; judged fixed-size")
+            continue
         rule = suite_rule(design, baseline, suite, order, settings)
         try:
             rounds = _round_totals(block, design)
@@ -77,6 +82,80 @@ def replay_sequential(
             output_tokens_saved=int(block.get("output_tokens_saved") or 0),
         )
     return Replayed(paths, notes)
+
+
+# The plan options a run records in its settings, as GateSettings names them.
+_PLAN_SETTINGS = ("looks", "max_items", "sample_rounds", "samples")
+
+
+def _design_mismatch(
+    stored: SequentialDesign,
+    suite: str,
+    order: list[str],
+    baseline: StoredRun,
+    candidate: StoredRun,
+    settings: GateSettings,
+) -> str | None:
+    """Why the stored design is not the one the plan makes from the baseline, or None when it is.
+
+    The design is recomputed, never read from the candidate: an edited summary with every PASS
+    bound at −12 was PASS, exit 0 (issue 21, reproduction 3)."""
+    recorded = candidate.summary.get("settings") or {}
+    if not all(name in recorded for name in _PLAN_SETTINGS):
+        return "the run did not record its plan options, so its design cannot be recomputed from the baseline"
+    try:
+        options = replace(
+            settings,
+            looks=int(recorded["looks"]),
+            max_items=None if recorded["max_items"] is None else int(recorded["max_items"]),
+            sample_rounds=tuple(int(count) for count in recorded["sample_rounds"]),
+            samples=int(recorded["samples"]),
+        )
+    except (TypeError, ValueError) as error:
+        return f"the run's recorded plan options do not parse ({error!r})"
+    totals = baseline.item_totals(suite)
+    if set(order) != {item for item, entry in totals.items() if entry.samples} or len(order) != len(set(order)):
+        return "the stored order is not the baseline's item set"
+    partner = a_a_partner(baseline, started_before=candidate.summary.get("started_at"))
+    try:
+        expected = _planned_design(suite, tuple((item, totals[item]) for item in order), options, partner)
+    except ValueError as error:
+        return f"no plan can be made from the baseline ({error})"
+    if not _same_design(stored, expected):
+        return "the stored sequential design is not the one the plan makes from the baseline and the run's options"
+    return None
+
+
+# Designs planned in this process, by everything they are planned from (the partner by its file).
+_PLANNED: dict[tuple[Any, ...], SequentialDesign] = {}
+
+
+def _planned_design(
+    suite: str, totals: tuple[tuple[str, ItemTotals], ...], options: GateSettings, partner: StoredRun | None
+) -> SequentialDesign:
+    """The plan's design (seconds of numerical work for a suite sampled in rounds), kept for the
+    same inputs: re-gating one run under several options replans only what changed."""
+    key = (suite, totals, options, None if partner is None else (str(partner.path), partner.label))
+    if key not in _PLANNED:
+        _PLANNED[key] = plan_items(suite, dict(totals), options, partner).run_design
+    return _PLANNED[key]
+
+
+def _same_design(one: SequentialDesign, other: SequentialDesign) -> bool:
+    def close(first: tuple[float, ...], second: tuple[float, ...]) -> bool:
+        return len(first) == len(second) and all(
+            math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) for a, b in zip(first, second, strict=True)
+        )
+
+    return (
+        one.max_items == other.max_items
+        and one.sizes == other.sizes
+        and one.samples == other.samples
+        and close((one.margin, one.alpha, one.fail_alpha), (other.margin, other.alpha, other.fail_alpha))
+        and close(one.fail_bounds, other.fail_bounds)
+        and close(one.pass_bounds, other.pass_bounds)
+        and close(one.information, other.information)
+    )
 
 
 def _design_of(block: Mapping[str, Any]) -> SequentialDesign:

@@ -73,6 +73,8 @@ def committed_order(kinds: Mapping[str, str], run_id: str, suite: str) -> tuple[
     return order, seed
 
 
+# The kind of a baseline item the run did not collect, for the committed order.
+_NOT_COLLECTED = "(not collected)"
 # An item's scores at one round: its totals over all of its samples so far, whether any looped, any truncated.
 RoundScore = tuple[ItemTotals, bool, bool]
 
@@ -93,6 +95,8 @@ class SuiteRun:
     cancelled_items: list[str] = field(default_factory=list)
     requests_saved: int = 0
     output_tokens_saved: int = 0
+    # Baseline items this run did not collect: the rule cannot feed past the first of them.
+    uncollected: frozenset[str] = frozenset()
 
     @property
     def design(self) -> SequentialDesign:
@@ -180,14 +184,21 @@ class SequentialRun:
         *,
         partner: StoredRun | None = None,
     ) -> SequentialRun:
-        """Plan each accuracy suite of the baseline on the items this run collected (and the baseline
-        scored); `collected` maps each suite's items to their kinds."""
+        """Plan each accuracy suite of the baseline on the baseline's scored items, whatever this run
+        collected; `collected` maps each suite's collected items to their kinds.
+
+        The plan and the committed order are the baseline's: a run that collected fewer items (-k,
+        node ids, --k3-limit, --deselect) has holes in the order, and the rule stops at the first one
+        (`blocked_by`) with no decision, so the gate keeps the coverage finding. Planning on the
+        collected items instead made a subset look like the whole (issue 21, reproduction 1)."""
         run = cls(baseline)
         for suite in sorted(baseline.scored_suites()):
-            known = baseline.item_totals(suite)
-            kinds = {item: kind for item, kind in collected.get(suite, {}).items() if item in known}
-            if not kinds:
+            known = {item for item, totals in baseline.item_totals(suite).items() if totals.samples}
+            mine = collected.get(suite, {})
+            if not known & mine.keys():
                 continue
+            # Items not collected get a kind of their own: the order stays independent of the outcomes.
+            kinds = {item: mine.get(item, _NOT_COLLECTED) for item in known}
             order, seed = committed_order(kinds, run_id, suite)
             try:
                 plan = _plan_on(baseline, options, partner, suite, order)
@@ -195,7 +206,9 @@ class SequentialRun:
                 # No plan for this suite (a margin of 0): it runs fixed-size; the header said why.
                 continue
             rule = suite_rule(plan.run_design, baseline, suite, order, options)
-            run.suites[suite] = SuiteRun(plan=plan, order=order, seed=seed, rule=rule)
+            run.suites[suite] = SuiteRun(
+                plan=plan, order=order, seed=seed, rule=rule, uncollected=frozenset(known - mine.keys())
+            )
             run.ranks[suite] = {item: rank for rank, item in enumerate(order)}
         return run
 
@@ -259,6 +272,9 @@ class SequentialRun:
         baseline = self.baseline.item_totals(entry.plan.suite)
         while entry.rule.stop is None and entry.fed < len(entry.selected):
             item = entry.selected[entry.fed]
+            if item in entry.uncollected:
+                entry.blocked_by = entry.blocked_by or item
+                return None
             if not entry.has_round(item, 0):
                 return None
             totals, looping, truncated = entry.scored[item][0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -17,6 +18,8 @@ from k3conformance.gate.settings import GateSettings
 from k3conformance.gate.verdict import judge
 from k3conformance.runs.schema import SchemaError, validate_summary
 from k3conformance.runs.stored import StoredRun
+
+_RUN_IDS = itertools.count(1)
 
 
 def summary(
@@ -42,7 +45,8 @@ def summary(
     }
     described = get_shape(server_shape) if server_shape else None
     result: dict[str, Any] = {
-        "run_id": f"run-{shape}",
+        # One id per summary built: `compare` refuses a candidate that is the baseline itself.
+        "run_id": f"run-{shape}-{next(_RUN_IDS)}",
         "shape": shape,
         "status": status,
         "simulator": False,
