@@ -68,7 +68,7 @@ def test_megamoe_gate_json_junit_and_markdown_tell_one_story(project: pytest.Pyt
     assert agentic["effect"] is not None and len(agentic["interval"]) == 2
     markdown = (run_dir / "gate.md").read_text()
     assert "### Verdict per suite" in markdown
-    (row,) = [line for line in markdown.splitlines() if line.startswith("| agentic_coding") and "FAIL" in line]
+    (row,) = [line for line in markdown.splitlines() if line.startswith("| agentic\\_coding") and "FAIL" in line]
     assert failing_rules[0] in row
 
     junit = cases(project.path / "junit.xml")
