@@ -23,21 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from k3conformance.deployment.llamacpp_params import parse_param
-from k3conformance.deployment.llamacpp_server import PARALLEL_SLOTS, LlamaCppSettings, running_llamacpp
+from k3conformance.deployment.llamacpp_server import CLIENT_OPTIONS, LlamaCppSettings, running_llamacpp
 
 __all__ = ["GatedRun", "run_suites_on_llamacpp"]
 
 REPO = Path(__file__).resolve().parents[2]
-# What every run against the one-thread server needs (tests/llamacpp_server.py says why).
 BASE_OPTIONS = (
-    "--k3-concurrency",
-    str(PARALLEL_SLOTS),
-    "--k3-timeout",
-    "120",
-    "--k3-retries",
-    "2",
-    "--k3-backoff",
-    "0.2",
+    *CLIENT_OPTIONS,
     "--tb=no",
     "-q",
     "-p",

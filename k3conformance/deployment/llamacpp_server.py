@@ -47,6 +47,20 @@ API_KEY_ENV = "K3_LLAMACPP_API_KEY"
 # Two requests decode side by side (the suites run with --k3-concurrency 2), each with
 # half of the context.
 PARALLEL_SLOTS = 2
+# The client options of every run against this one-thread server. llama.cpp closes keep-alive
+# connections idle for 5 s; a request that meets one closing is a transport error, which retries
+# absorb. Two: with two slots, two pooled connections can be stale at once (one retry was seen
+# to fail twice, 2026-12-01).
+CLIENT_OPTIONS = (
+    "--k3-concurrency",
+    str(PARALLEL_SLOTS),
+    "--k3-timeout",
+    "120",
+    "--k3-retries",
+    "2",
+    "--k3-backoff",
+    "0.2",
+)
 CONTEXT_TOKENS = 4096
 # One thread: on two cores shared with pytest and an xdist worker, llama.cpp's two
 # threads wait on each other at every layer whenever one is descheduled; one thread

@@ -23,22 +23,17 @@ import pytest
 from run_files import copy_suites, only_run
 
 from k3conformance.deployment import llamacpp_server as llamacpp
-from k3conformance.deployment.llamacpp_server import INSTALL_HINT, PARALLEL_SLOTS, LlamaCppSettings, running_llamacpp
+from k3conformance.deployment.llamacpp_server import (
+    CLIENT_OPTIONS,
+    INSTALL_HINT,
+    LlamaCppSettings,
+    running_llamacpp,
+)
 from k3conformance.runs.records import iter_records
 
 # Options of every child run against llama.cpp; each test adds its shape and token budget.
 CHILD_OPTIONS = (
-    "--k3-concurrency",
-    str(PARALLEL_SLOTS),
-    "--k3-timeout",
-    "120",
-    # llama.cpp closes keep-alive connections idle for 5 s; a request that meets one
-    # closing is a transport error, which retries absorb. Two: with two slots, two pooled
-    # connections can be stale at once (one retry was seen to fail twice, 2026-12-01).
-    "--k3-retries",
-    "2",
-    "--k3-backoff",
-    "0.2",
+    *CLIENT_OPTIONS,
     "--tb=no",
     "-p",
     "no:cacheprovider",
