@@ -294,13 +294,20 @@ def _namespace_init(status: bytes) -> tuple[int, int] | None:
 
 def _namespace_alive(init: tuple[int, int]) -> bool:
     # The pid may be reused once the init is reaped, but never by a process of the dead
-    # namespace: an init still in it has the namespace's inode. A zombie init has no
-    # namespace links any more, and it is a zombie only after the kernel reaped the rest.
+    # namespace: an init still in it has the namespace's inode. A namespace's init becomes
+    # a zombie only after the kernel reaped every other process of it, so a zombie init
+    # is a dead namespace. Its links may still resolve until someone reaps it: the init is
+    # reparented to the host's init once bubblewrap is killed, which here reaps only every
+    # two seconds or so (a wait that cost every sandboxed program about 1.9 s).
     pid, inode = init
     try:
-        return os.stat(f"/proc/{pid}/ns/pid").st_ino == inode
-    except OSError:
+        if os.stat(f"/proc/{pid}/ns/pid").st_ino != inode:
+            return False
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            state = handle.read().rpartition(b")")[2].split()[0]
+    except (OSError, IndexError):
         return False
+    return state not in (b"Z", b"X")
 
 
 def _wait_until_gone(pgid: int, uid: int | None, namespace_init: tuple[int, int] | None) -> bool:
