@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from k3conformance.deployment.cookbook import read_run_shape
+from k3conformance.gate.evidence import judged_on_records
 from k3conformance.gate.policy import (
     deployment_differences,
     deployment_identity,
@@ -181,6 +182,13 @@ def judge(baseline: StoredRun, candidate: StoredRun, settings: GateSettings) -> 
         baseline=baseline.label, candidate=candidate.label, settings=settings, baseline_origin=baseline.origin
     )
     findings: list[Finding] = []
+    # The records are the evidence (gate/evidence.py): a summary that disagrees with them is
+    # judged on them, and the disagreement keeps the verdict from PASS.
+    recorded_baseline, recorded_candidate = judged_on_records(baseline), judged_on_records(candidate)
+    baseline, candidate = recorded_baseline.run, recorded_candidate.run
+    findings += [
+        Finding(INCOMPLETE, problem) for problem in (*recorded_baseline.problems, *recorded_candidate.problems)
+    ]
     base_suites, cand_suites = baseline.scored_suites(), candidate.scored_suites()
     for suite in sorted(base_suites | cand_suites):
         if suite not in base_suites and suite in baseline.summary.get("datasets", {}):

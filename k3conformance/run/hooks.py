@@ -21,7 +21,7 @@ from k3conformance.run.activation import STASH_KEY, SUITES_MARKER, has_suites_co
 from k3conformance.run.ordering import MARKERS, conformance_first, mark_kinds, suite_kinds
 from k3conformance.run.signals import interrupt_on_sigterm, restore_sigterm
 from k3conformance.run.state import WORKERINPUT_KEY, WORKEROUTPUT_KEY, BaselineViews, RunState
-from k3conformance.run.tally import FAILED, USER_PROPERTY, classify, suite_of, tally_report
+from k3conformance.run.tally import USER_PROPERTY, classify, suite_of, tally_report
 from k3conformance.run.terminal import (
     NO_BASELINE_NOTE,
     SIMULATOR_NOTICE,
@@ -34,6 +34,7 @@ from k3conformance.run.terminal import (
     suite_table,
 )
 from k3conformance.runs.records import STATUS_COMPLETE, STATUS_RUNNING, utc_now
+from k3conformance.scoring.suite_tally import FAILED
 
 # The suite whose tools run model-written code: the header says how it is isolated.
 AGENT_SUITE = "agentic_coding"
@@ -170,6 +171,28 @@ def _note_dataset(state: RunState, probe: Probe) -> None:
         entry["items"].append(probe.item)
 
 
+def _seal_identity(state: RunState) -> None:
+    """Seal the run's identity as it starts; on a resume, refuse another identity (gate/identity.py)."""
+    from k3conformance.gate.identity import described, identity_differences, identity_of, read_sealed, seal
+
+    current = state.summary(STATUS_RUNNING, None)
+    if state.resumed:
+        sealed = read_sealed(state.run_dir)
+        if sealed is None:
+            raise pytest.UsageError(
+                f"--k3-resume: the run {state.run_dir} has no sealed identity (identity.json), so nothing says what "
+                "it ran against: start a new run without --k3-resume"
+            )
+        differences = identity_differences(sealed, identity_of(current))
+        if differences:
+            raise pytest.UsageError(
+                f"--k3-resume: the run {state.run_dir} was started against another deployment or under other "
+                f"settings ({described(differences)}); a resume must send the rest of the same run: resume with "
+                "the first session's endpoint and options, or start a new run without --k3-resume"
+            )
+    seal(state.run_dir, current)
+
+
 def _start_progress(session: pytest.Session, state: RunState) -> None:
     """The progress line's totals: each suite's tests, as finally selected."""
     from collections import Counter
@@ -226,6 +249,7 @@ class RunHooks:
             _check_baseline_datasets(state.baseline, sources)
         state.ensure_endpoint()
         state.ensure_results_dir()
+        _seal_identity(state)
         state.write_summary(STATUS_RUNNING)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
@@ -352,11 +376,11 @@ class RunHooks:
         # controller (which tallies); a single process does both.
         state = self.state
         for name, value in report.user_properties:
-            if name == USER_PROPERTY and isinstance(value, dict) and state.role != "controller" and state.writer:
+            if name == USER_PROPERTY and isinstance(value, dict) and state.role != "controller":
                 record = cast(
                     "OutcomeRecord", {"kind": "outcome", "nodeid": report.nodeid, "written_at": utc_now(), **value}
                 )
-                state.writer.write(record)
+                state.ensure_writer().write(record)
         if state.role != "worker":
             tally_report(state.tallies, report)
             self._show_failure(report)

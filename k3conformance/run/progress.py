@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 if TYPE_CHECKING:
     from k3conformance.probes.runner import Runner
-    from k3conformance.run.tally import SuiteTally
+    from k3conformance.scoring.suite_tally import SuiteTally
 
 T = TypeVar("T")
 REDRAW_S = 1.0

@@ -22,7 +22,6 @@ from k3conformance.endpoint.url import is_reference
 from k3conformance.options import Settings
 from k3conformance.probes.counters import RequestCounters
 from k3conformance.run.activation import reference_profile
-from k3conformance.run.tally import SuiteTally
 from k3conformance.runs.records import (
     STATUS_COMPLETE,
     STATUS_INCOMPLETE,
@@ -39,6 +38,7 @@ from k3conformance.runs.records import (
     write_json_atomic,
 )
 from k3conformance.runs.schema import DatasetEntry, RunStatus, RunSummary, Selection
+from k3conformance.scoring.suite_tally import SuiteTally
 
 if TYPE_CHECKING:
     from k3conformance.endpoint.reference_process import ReferenceProcess
@@ -216,19 +216,26 @@ class RunState:
             self.loop = BackgroundLoop()
         return self.loop
 
+    def ensure_writer(self) -> RecordWriter:
+        """This process's records file: every outcome goes there, a test that sent no request too
+        (the gate reads the outcomes back as its evidence: gate/evidence.py)."""
+        if self.writer is None:
+            self.ensure_results_dir()
+            self.writer = RecordWriter(records_file(self.run_dir, self.process))
+        return self.writer
+
     def ensure_runner(self) -> Runner:
         from k3conformance.probes.runner import Runner
 
         if self.runner is None:
             endpoint = self.ensure_endpoint()
-            self.ensure_results_dir()
-            self.writer = RecordWriter(records_file(self.run_dir, self.process))
+            writer = self.ensure_writer()
             resume = ResumeIndex(self.run_dir) if self.resumed else None
             self.runner = Runner(
                 settings=self.settings,
                 base_url=endpoint.base_url,
                 model=endpoint.model,
-                writer=self.writer,
+                writer=writer,
                 resume=resume,
                 loop=self._loop(),
                 run_id=self.run_dir.name,

@@ -12,9 +12,9 @@ from k3conformance.endpoint.resolved import ResolvedEndpoint
 from k3conformance.endpoint.url import is_reference, strip_credentials
 from k3conformance.formatting import percent
 from k3conformance.options import Settings, key_lines
-from k3conformance.run.tally import SuiteTally
 from k3conformance.scoring.call_matching import SchemaAccuracy, TriggerCounts
 from k3conformance.scoring.item_score import summarize
+from k3conformance.scoring.suite_tally import SuiteTally
 
 SIMULATOR_NOTICE = (
     "the k3conformance reference deployment is a SIMULATOR of the Kimi K3 API, not the model: "

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stored_runs import write_run
+
 from k3conformance.cli import main as cli_main
 from k3conformance.deployment.cookbook import get_shape
 from k3conformance.deployment.shapes import server_args
@@ -183,6 +185,11 @@ class Mutation:
     # Takes evidence away (items, suites, checks, baseline scores) or forges it: the pairs of these
     # are the ones the unit test tries on every run (the benchmark tries every pair).
     removes: bool = False
+    # Edits the summary file after the run: its records still hold what the run did. Otherwise
+    # the run itself did it (ran fewer items, another setting): summary and records agree.
+    summary_only: bool = False
+    # Edits or removes the records file after the run, the summary untouched.
+    records_only: bool = False
 
 
 def _lost(case: str, baseline: Summary, candidate: Summary) -> list[str]:
@@ -446,6 +453,21 @@ def _file(content: str) -> Callable[[str, Evidence], Evidence]:
     return apply
 
 
+# What became of a run's records file (under this key of the side's records evidence).
+RECORDS_FILE = "__records_file__"
+MISSING = "missing"
+CUT = "cut"
+
+
+def _records_file(state: str, side: int = 1) -> Callable[[str, Evidence], Evidence]:
+    def apply(case: str, evidence: Evidence) -> Evidence:
+        sides = _copy(list(evidence))
+        sides[side][RECORDS_FILE] = state
+        return sides[0], sides[1], sides[2]
+
+    return apply
+
+
 def _lost_suite(case: str) -> str:
     return FAILING_SUITE[case]
 
@@ -467,11 +489,13 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("the failing checks left out", _on_candidate(_checks_dropped), removes=True),
     # Duplicates.
     Mutation("20 items duplicated under new ids", _on_candidate(_duplicate_items), removes=True),
-    Mutation("items not lost counted twice (merged duplicates)", _on_candidate(_double_samples_of_good)),
+    Mutation(
+        "items not lost counted twice (merged duplicates)", _on_candidate(_double_samples_of_good), summary_only=True
+    ),
     # Numbers edited.
-    Mutation("looping and truncation counts zeroed", _on_candidate(_zero_events)),
-    Mutation("the lost items given the baseline's scores", _on_candidate(_forge_correct)),
-    Mutation("every suite given the baseline's scores", _on_candidate(_copy_baseline_scores)),
+    Mutation("looping and truncation counts zeroed", _on_candidate(_zero_events), summary_only=True),
+    Mutation("the lost items given the baseline's scores", _on_candidate(_forge_correct), summary_only=True),
+    Mutation("every suite given the baseline's scores", _on_candidate(_copy_baseline_scores), summary_only=True),
     Mutation("a forged sequential PASS (bounds at -12)", _on_candidate(_forged_sequential_pass), removes=True),
     Mutation("status edited to incomplete", _on_candidate(_status("incomplete"))),
     # Identity and settings.
@@ -482,7 +506,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("settings removed", _on_candidate(_drop_key("settings"))),
     Mutation("datasets removed", _on_candidate(_drop_key("datasets"))),
     Mutation("server information removed", _on_candidate(_drop_key("server_info"))),
-    Mutation("relabelled as the baseline's shape and server", _on_candidate(_relabel_as_baseline_shape)),
+    Mutation(
+        "relabelled as the baseline's shape and server", _on_candidate(_relabel_as_baseline_shape), summary_only=True
+    ),
+    Mutation("another model id in the summary only", _on_candidate(_setting("model", "some/other")), summary_only=True),
+    Mutation("seed 7 in the summary only", _on_candidate(_setting("seed", 7)), summary_only=True),
     # Weak options.
     Mutation("--margin 40", _with_arguments("--margin", "40")),
     Mutation("--margins for the failing suites at 40", _with_arguments("--margins", "agentic_coding=40,coding=40")),
@@ -494,7 +522,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     # Partial or unfit baselines.
     Mutation("baseline without the items the candidate lost", _on_candidate(_baseline_drops_lost), removes=True),
     Mutation("baseline without scores of the failing suite", _on_candidate(_baseline_drops_suite_scores), removes=True),
-    Mutation("baseline without the failing suite at all", _on_candidate(_baseline_drops_suite)),
+    Mutation("baseline without the failing suite at all", _on_candidate(_baseline_drops_suite), summary_only=True),
     Mutation("baseline that ran a subset", _on_candidate(_baseline_subset)),
     Mutation("baseline whose shape label its server contradicts", _on_candidate(_baseline_contradicted)),
     Mutation("baseline interrupted", _on_candidate(_baseline_status)),
@@ -505,22 +533,22 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("no shape", _on_candidate(_malformed(lambda summary: summary.pop("shape")))),
     Mutation("datasets sources as a list", _on_candidate(_malformed(_sources_as_list))),
     Mutation("check excerpts as a list", _on_candidate(_malformed(_excerpts_as_list))),
-    Mutation("summary cut in half (interrupted write)", _file(""), breaks_the_file=True),
-    Mutation("summary not an object", _file("[1, 2, 3]"), breaks_the_file=True),
+    Mutation("summary cut in half (interrupted write)", _file(""), breaks_the_file=True, summary_only=True),
+    Mutation("summary not an object", _file("[1, 2, 3]"), breaks_the_file=True, summary_only=True),
+    # The summary edited after the run, its records left as the run wrote them.
+    Mutation("the failing suite dropped from the summary only", _on_candidate(_drop_suite), summary_only=True),
+    Mutation("the failing checks dropped from the summary only", _on_candidate(_checks_dropped), summary_only=True),
+    Mutation("the lost items dropped from the summary only", _on_candidate(_drop_lost), summary_only=True),
+    # The records edited or lost after the run, the summary left as written.
+    Mutation("records file removed", _records_file(MISSING), records_only=True),
+    Mutation("records file cut mid-line (interrupted copy)", _records_file(CUT), records_only=True),
+    Mutation("the lost items' outcome lines deleted", _on_candidate(_drop_lost), records_only=True),
+    Mutation("the baseline's records file removed", _records_file(MISSING, side=0), records_only=True),
 )
 
-# Mutations the gate cannot see through yet, with why: a summary edited consistently says what
-# its records would contradict, and `compare` does not read the records (issue 21, "the records
-# are the evidence"); a baseline edited to leave out a suite, its datasets entry included, reads
-# like one that never ran it. The harness keeps them, so that the day they hold, the test says so.
-KNOWN_HOLES: dict[str, str] = {
-    "the lost items given the baseline's scores": "summary numbers edited consistently: needs records as evidence",
-    "every suite given the baseline's scores": "summary numbers edited consistently: needs records as evidence",
-    "looping and truncation counts zeroed": "summary numbers edited consistently: needs records as evidence",
-    "items not lost counted twice (merged duplicates)": "summary numbers edited consistently: needs records",
-    "baseline without the failing suite at all": "a baseline edited whole reads as one that never ran the suite",
-    "relabelled as the baseline's shape and server": "deployment identity edited: needs the sealed run identity",
-}
+# Mutations the gate cannot see through yet, with why. The harness keeps them, so that the day
+# they hold, the test says so.
+KNOWN_HOLES: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -547,24 +575,33 @@ class Outcome:
         return f"{self.verdict}, exit {self.exit_status}"
 
 
-def _write(directory: Path, summary: Summary) -> str:
-    directory.mkdir(parents=True, exist_ok=True)
+def _write(directory: Path, summary: Summary, recorded: Summary) -> str:
+    """The run folder: `summary` as written, and the records of the run `recorded` describes."""
+    write_run(directory, {key: value for key, value in recorded.items() if key != RECORDS_FILE})
     raw = summary.get("__raw__")
     (directory / "summary.json").write_text(raw if isinstance(raw, str) else json.dumps(summary))
+    records = directory / "records-main.jsonl"
+    if recorded.get(RECORDS_FILE) == MISSING:
+        records.unlink()
+    elif recorded.get(RECORDS_FILE) == CUT:
+        content = records.read_bytes()
+        records.write_bytes(content[: len(content) - 40])
     return str(directory)
 
 
-def judge_evidence(evidence: Evidence, workdir: Path) -> Outcome:
-    """`k3conformance compare BASELINE CANDIDATE --format json ARGS` on the evidence."""
+def judge_evidence(evidence: Evidence, workdir: Path, recorded: Evidence | None = None) -> Outcome:
+    """`k3conformance compare BASELINE CANDIDATE --format json ARGS` on the evidence, each run's
+    records those of `recorded` (the evidence itself unless given)."""
     baseline, candidate, arguments = evidence
+    recorded_baseline, recorded_candidate, _ = recorded or evidence
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         try:
             status = cli_main(
                 [
                     "compare",
-                    _write(workdir / "baseline", baseline),
-                    _write(workdir / "candidate", candidate),
+                    _write(workdir / "baseline", baseline, recorded_baseline),
+                    _write(workdir / "candidate", candidate, recorded_candidate),
                     "--format",
                     "json",
                     *arguments,
@@ -615,10 +652,14 @@ def try_mutations(case: str, chosen: Iterable[tuple[Mutation, ...]]) -> list[Tri
     initial = start(case)
     with tempfile.TemporaryDirectory() as directory:
         for mutations in chosen:
-            evidence = initial
+            # What the summaries say, and what the runs did (their records).
+            evidence = recorded = initial
             for mutation in mutations:
-                evidence = mutation.apply(case, evidence)
-            outcome = judge_evidence(evidence, Path(directory))
+                if not mutation.records_only:
+                    evidence = mutation.apply(case, evidence)
+                if not mutation.summary_only:
+                    recorded = mutation.apply(case, recorded)
+            outcome = judge_evidence(evidence, Path(directory), recorded)
             trials.append(Trial(case, tuple(mutation.name for mutation in mutations), outcome))
     return trials
 

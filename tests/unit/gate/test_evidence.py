@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from gate_mutations import CONFORMANCE, deepep_case, megamoe_case
+from stored_runs import write_run
 
 from k3conformance.cli import main as cli_main
 from k3conformance.gate.report import markdown_report, text_report
@@ -26,9 +27,7 @@ def stored(data: dict[str, Any], path: Path | None = None) -> StoredRun:
 
 
 def write(directory: Path, data: dict[str, Any]) -> str:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "summary.json").write_text(json.dumps(data))
-    return str(directory)
+    return write_run(directory, data)
 
 
 def unchanged_pair() -> tuple[dict[str, Any], dict[str, Any]]:

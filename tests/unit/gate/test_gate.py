@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stored_runs import write_run
 
 from k3conformance.cli import main as cli_main
 from k3conformance.deployment.cookbook import get_shape
@@ -249,9 +250,7 @@ def test_a_summary_without_status_is_not_complete() -> None:
 
 
 def write_summary(path: Path, data: dict[str, Any]) -> str:
-    path.mkdir(parents=True, exist_ok=True)
-    (path / "summary.json").write_text(json.dumps(data))
-    return str(path)
+    return write_run(path, data)
 
 
 def test_compare_rejects_a_malformed_summary_with_one_message(

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 from run_files import copy_suites
+from stored_runs import write_run
 
 from k3conformance.cli import main as cli_main
-from k3conformance.runs.records import STATUS_COMPLETE, SUMMARY_FILE
+from k3conformance.runs.records import STATUS_COMPLETE
 
 
 def store(results: Path, run_id: str, coding: dict[str, tuple[int, float]], status: str = STATUS_COMPLETE) -> Path:
@@ -27,7 +28,7 @@ def store(results: Path, run_id: str, coding: dict[str, tuple[int, float]], stat
         "baseline": True,
         "suites": {"coding": {"scores": scores}},
     }
-    (run_dir / SUMMARY_FILE).write_text(json.dumps(summary))
+    write_run(run_dir, summary)
     return run_dir
 
 
