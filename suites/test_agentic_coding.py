@@ -57,7 +57,7 @@ def _probe(tasks: TaskSet, task: AgentTask) -> Probe:
         # Long-output kinds are where a broken kernel loops: a limited run keeps every kind, and
         # the sequential gate's committed order holds every kind in proportion at every look.
         kind=task.kind,
-        data={"dataset": tasks.name, "dataset_sha256": tasks.sha256},
+        data={"dataset": tasks.name, "dataset_sha256": tasks.sha256, "item_sha256": task.content_sha256()},
     )
 
 

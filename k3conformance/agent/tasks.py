@@ -62,6 +62,17 @@ class AgentTask:
         """Files the reference solution writes (new or different), in path order."""
         return sorted(path for path, text in self.solution.items() if self.start.get(path) != text)
 
+    def content_sha256(self) -> str:
+        """A hash of everything the task is: statement, starting files, solution and hidden tests."""
+        content = {
+            "kind": self.kind,
+            "statement": self.statement,
+            "start": dict(self.start),
+            "solution": dict(self.solution),
+            "hidden": dict(self.hidden),
+        }
+        return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
 
 @dataclass(frozen=True)
 class TaskSet:

@@ -219,6 +219,7 @@ def judge(baseline: StoredRun, candidate: StoredRun, settings: GateSettings) -> 
         )
     findings += _missing_conformance(baseline, candidate)
     findings += _partial_baseline(baseline)
+    findings += _changed_items(baseline, candidate)
     result.shape = _shape_finding(baseline, candidate)
     for suite in result.shape.missing_in_baseline:
         findings.append(
@@ -446,6 +447,74 @@ def _partial_baseline(baseline: StoredRun) -> list[Finding]:
                 )
             )
     return findings
+
+
+def _changed_items(baseline: StoredRun, candidate: StoredRun) -> list[Finding]:
+    """Whether each suite scored on both sides asked the same items (issue 21, reproduction 9):
+    a side that records no dataset for the suite, a dataset whose content hash changed, an item
+    whose content hash changed, or a dataset without a hash where no item hashes stand in for it
+    is INCOMPLETE: scores on other questions cannot be compared."""
+    findings = []
+    for suite in sorted(baseline.scored_suites() & candidate.scored_suites()):
+        sides = [(run.dataset_sources().get(suite, {}), _item_hashes(run, suite)) for run in (baseline, candidate)]
+        (sources_before, items_before), (sources_after, items_after) = sides
+        unrecorded = [
+            name
+            for name, (sources, items) in zip(("baseline", "candidate"), sides, strict=True)
+            if not sources and not items
+        ]
+        if unrecorded:
+            findings.append(
+                Finding(
+                    INCOMPLETE,
+                    f"{suite}: the {' and the '.join(unrecorded)} run records no dataset for the suite: nothing "
+                    "shows both asked the same items",
+                    suite,
+                )
+            )
+            continue
+        changed_sources = sorted(
+            name
+            for name in sources_before.keys() & sources_after.keys()
+            if sources_before[name] and sources_after[name] and sources_before[name] != sources_after[name]
+        )
+        if changed_sources:
+            findings.append(
+                Finding(
+                    INCOMPLETE,
+                    f"{suite}: dataset {', '.join(changed_sources)} has changed since the baseline (content hash "
+                    "differs): store a new baseline",
+                    suite,
+                )
+            )
+        if items_before and items_after:
+            changed = sorted(
+                item for item in items_before.keys() & items_after.keys() if items_before[item] != items_after[item]
+            )
+            if changed:
+                findings.append(
+                    Finding(
+                        INCOMPLETE,
+                        f"{suite}: {len(changed)} items ask something else than on the baseline (such as "
+                        f"{changed[0]}: content hash differs): store a new baseline",
+                        suite,
+                    )
+                )
+        elif not all(sources_before.values()) or not all(sources_after.values()):
+            findings.append(
+                Finding(
+                    INCOMPLETE,
+                    f"{suite}: a dataset without a content hash and no item hashes on both sides: nothing shows "
+                    "both asked the same items",
+                    suite,
+                )
+            )
+    return findings
+
+
+def _item_hashes(run: StoredRun, suite: str) -> Mapping[str, str]:
+    entry = run.summary.get("datasets", {}).get(suite) or {}
+    return entry.get("item_sha256") or {}
 
 
 def _missing_conformance(baseline: StoredRun, candidate: StoredRun) -> list[Finding]:

@@ -7,6 +7,8 @@ ahead of the tests, concurrently, and a test receives its probe's result through
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -87,6 +89,16 @@ class Probe:
     # nothing else this process sends is in flight beside it, and its own requests do not wait
     # for slots, so that it sets the load itself (--k3-load-concurrency, beyond --k3-concurrency).
     exclusive: bool = False
+
+    def content_sha256(self) -> str:
+        """A hash of what this item asks: its requests and data, or for a conversation the
+        hash its suite gives (`data["item_sha256"]`, e.g. of an agentic task's files). Two runs
+        whose item of one id hashes differently asked different things (issue 21, reproduction 9)."""
+        given = self.data.get("item_sha256")
+        if isinstance(given, str) and given:
+            return given
+        content = {"requests": self.requests, "data": self.data, "max_tokens": self.max_tokens}
+        return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
 
     def __post_init__(self) -> None:
         if bool(self.requests) == (self.conversation is not None):

@@ -7,6 +7,7 @@ none of this module, nor what it imports, is loaded.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -123,12 +124,18 @@ def _resolve_up_front(config: pytest.Config) -> bool:
 
 
 def _check_datasets(settings: Settings) -> dict[str, dict[str, str]]:
+    from k3conformance.agent.tasks import load_tasks
     from k3conformance.datasets.suite_items import DatasetUnavailable, check_datasets
 
     try:
-        return check_datasets(settings)
+        sources = check_datasets(settings)
     except DatasetUnavailable as error:
         raise pytest.UsageError(str(error)) from None
+    # The agentic tasks are bundled: checked against the baseline's before the first request too.
+    with contextlib.suppress(OSError, ValueError):
+        tasks = load_tasks()
+        sources["agentic_coding"] = {tasks.name: tasks.sha256}
+    return sources
 
 
 def _check_baseline_datasets(baseline: StoredRun, sources: dict[str, dict[str, str]]) -> None:
@@ -169,6 +176,7 @@ def _note_dataset(state: RunState, probe: Probe) -> None:
         entry.setdefault("sources", {})[probe.data["dataset"]] = probe.data.get("dataset_sha256", "")
     if probe.item not in entry["items"]:
         entry["items"].append(probe.item)
+    entry.setdefault("item_sha256", {})[probe.item] = probe.content_sha256()
 
 
 def _seal_identity(state: RunState) -> None:

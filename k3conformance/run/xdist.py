@@ -43,8 +43,9 @@ class XdistHooks:
                 if key in entry:
                     merged[key] = entry[key]
             merged["items"] = sorted(set(merged["items"]) | set(entry["items"]))
-            if "sources" in entry:
-                merged.setdefault("sources", {}).update(entry["sources"])
+            for key in ("sources", "item_sha256"):
+                if key in entry:
+                    merged.setdefault(key, {}).update(entry[key])  # type: ignore[misc]
 
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Scheduling | None:
         return ShareScheduling(config, log, self.groups_file) if uses_share_scheduling(config) else None

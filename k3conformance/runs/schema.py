@@ -62,6 +62,8 @@ class DatasetEntry(TypedDict, total=False):
     dataset: str
     dataset_sha256: str
     sources: dict[str, str]
+    # Each selected item's content hash (probes/probe.py, Probe.content_sha256).
+    item_sha256: dict[str, str]
 
 
 class Selection(TypedDict):
@@ -230,6 +232,8 @@ def validate_summary(data: object, where: str) -> RunSummary:
         or not all(isinstance(value, str) for value in (entry.get("sources") or {}).values())
         or not isinstance(entry.get("dataset") or "", str)
         or not isinstance(entry.get("dataset_sha256") or "", str)
+        or not isinstance(entry.get("item_sha256") or {}, dict)
+        or not all(isinstance(value, str) for value in (entry.get("item_sha256") or {}).values())
         for entry in datasets.values()
     ):
         raise SchemaError(

@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 from run_files import REPO, only_run, responses_by_key, summary_of
 
+from k3conformance.gate.evidence import judged_on_records
 from k3conformance.reference.profiles import get_profile
 from k3conformance.reference.server import RunningServer, start_in_thread
 from k3conformance.runs.records import SUMMARY_FILE, write_json_atomic
+from k3conformance.runs.stored import load_run
 
 PROBES = 16
 SAMPLES = 2
@@ -178,6 +180,29 @@ def test_a_stopped_run_keeps_its_records_and_resumes(
     assert len(after) == REQUESTS
     for key in finished:
         assert sum(r["status"] == "ok" for r in after[key]) == 1, f"{key} was finished and sent again"
+    # The gate reads the resumed run's records as its evidence: each test's last outcome, under
+    # the identity sealed by the first session.
+    assert judged_on_records(load_run(str(run_dir), pytester.path / "out", baseline=False)).problems == ()
+
+
+def test_a_resume_against_another_deployment_is_refused(pytester: pytest.Pytester, slow_server: RunningServer) -> None:
+    """Issue 21, reproduction 6: a MegaMoE run resumed against tp8 reused the finished responses,
+    answered the rest from tp8 and was stored as one complete run."""
+    pytester.makepyfile(test_slow=SLOW_SUITE)
+    common = ("-p", "no:xdist", "--k3-shape", "ep32", "--k3-results-dir", "out", "--k3-concurrency", "8")
+    pytester.runpytest("--k3-endpoint", "reference:ep32-megamoe", *common).assert_outcomes(passed=PROBES)
+    run_dir = only_run(pytester.path / "out")
+    summary = summary_of(run_dir)
+    write_json_atomic(run_dir / SUMMARY_FILE, {**summary, "status": "interrupted"})
+
+    refused = pytester.runpytest("--k3-endpoint", slow_server.url, *common, "--k3-resume")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*--k3-resume: the run * was started against another deployment*reference_profile*"])
+    assert summary_of(run_dir)["status"] == "interrupted", "the refused resume wrote into the run"
+
+    resumed = pytester.runpytest("--k3-endpoint", "reference:ep32-megamoe", *common, "--k3-resume")
+    resumed.assert_outcomes(passed=PROBES)
+    assert summary_of(run_dir)["status"] == "complete"
 
 
 @pytest.mark.parametrize("earlier", ["default", "someone else's"])

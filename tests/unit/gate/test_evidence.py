@@ -14,6 +14,7 @@ from gate_mutations import CONFORMANCE, deepep_case, megamoe_case
 from stored_runs import write_run
 
 from k3conformance.cli import main as cli_main
+from k3conformance.gate.evidence import judged_on_records
 from k3conformance.gate.report import markdown_report, text_report
 from k3conformance.gate.settings import GateSettings
 from k3conformance.gate.verdict import judge
@@ -261,3 +262,138 @@ def test_a_baseline_stored_before_subsets_were_declared_is_judged_by_its_named_s
     limited = dict(old, selection={**old["selection"], "limit": 2})
     with pytest.raises(BaselineError, match="ran a subset of the items"):
         load_run(write(tmp_path / "limited", limited), tmp_path)
+
+
+# The records are the evidence, under the identity sealed when the run started (gate/evidence.py,
+# gate/identity.py): reproductions 3 and 6, and the summary edits the mutation harness found.
+
+
+def judged_from_disk(
+    tmp_path: Path, baseline: dict[str, Any], candidate: dict[str, Any], recorded: dict[str, Any] | None = None
+) -> Any:
+    """The gate on the two runs written to disk, the candidate's records and identity those of
+    `recorded` (default: its summary's)."""
+    base_dir = Path(write_run(tmp_path / "base", baseline))
+    cand_dir = Path(write_run(tmp_path / "cand", candidate, recorded))
+    return judge(load_run(str(base_dir), tmp_path), load_run(str(cand_dir), tmp_path, baseline=False), GateSettings())
+
+
+def test_a_summary_given_the_baseline_scores_is_judged_on_its_records(tmp_path: Path) -> None:
+    """Reproduction 3: copying the baseline's per-item scores into a FAILing MegaMoE summary gave
+    INCONCLUSIVE, exit 0, while its records still held every looping answer."""
+    baseline, candidate = megamoe_case()
+    forged = json.loads(json.dumps(candidate))
+    forged["suites"]["agentic_coding"] = json.loads(json.dumps(baseline["suites"]["agentic_coding"]))
+    result = judged_from_disk(tmp_path, baseline, forged, recorded=candidate)
+    assert result.verdict == "FAIL" and result.fails()
+    assert result.accuracy["agentic_coding"].verdict == "FAIL"
+    (problem,) = [reason for reason in result.reasons if "disagrees with its records" in reason]
+    assert (
+        "agentic_coding/task-25: the summary says samples 1, correct 1, the records samples 1, truncated 1, " in problem
+    )
+
+
+def test_a_summary_that_agrees_with_its_records_is_judged_as_it_is(tmp_path: Path) -> None:
+    baseline, candidate = megamoe_case()
+    result = judged_from_disk(tmp_path, baseline, candidate)
+    assert result.verdict == "FAIL"
+    assert not [reason for reason in result.reasons if "records" in reason or "identity" in reason]
+
+
+def test_a_complete_run_without_records_or_identity_is_incomplete(tmp_path: Path) -> None:
+    baseline, candidate = unchanged_pair()
+    cand_dir = Path(write_run(tmp_path / "cand", candidate))
+    (cand_dir / "records-main.jsonl").unlink()
+    (cand_dir / "identity.json").unlink()
+    base_dir = write_run(tmp_path / "base", baseline)
+    result = judge(load_run(base_dir, tmp_path), load_run(str(cand_dir), tmp_path, baseline=False), GateSettings())
+    assert result.verdict == "INCOMPLETE"
+    reasons = " ".join(result.reasons)
+    assert "run-again: no records (records-*.jsonl) next to its summary" in reasons
+    assert "run-again: no sealed identity (identity.json)" in reasons
+
+
+def test_each_tests_last_outcome_counts(tmp_path: Path) -> None:
+    """A resumed run wrote a test's outcome once per session: the later one is the evidence."""
+    baseline, _ = unchanged_pair()
+    run_dir = Path(write_run(tmp_path / "run", baseline))
+    records = run_dir / "records-main.jsonl"
+    lines = records.read_text().splitlines()
+    first = json.loads(lines[0])
+    earlier = {**first, "written_at": "2026-11-30T00:00:00.000+00:00", "score": {**first["score"], "correct": 0.0}}
+    records.write_text(json.dumps(earlier) + "\n" + "\n".join(lines) + "\n")
+    assert judged_on_records(load_run(str(run_dir), tmp_path)).problems == ()
+    later = {**first, "written_at": "2026-12-02T00:00:00.000+00:00", "score": {**first["score"], "correct": 0.0}}
+    with records.open("a") as handle:
+        handle.write(json.dumps(later) + "\n")
+    (problem,) = judged_on_records(load_run(str(run_dir), tmp_path)).problems
+    total = first["score"]["samples"]
+    assert (
+        f"{first['suite']}/{first['item']}: the summary says samples {total}, correct {total}, the records samples {total})"
+        in problem
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (lambda summary: summary.update(shape="tp8"), "shape: ep32-deepep → tp8"),
+        (lambda summary: summary.update(model="some/other"), "model: moonshotai/Kimi-K3 → some/other"),
+        (lambda summary: summary["settings"].update(seed=7), "settings.seed: 1234 → 7"),
+        (lambda summary: summary.update(server_info={}), "deployment: "),
+    ],
+    ids=["shape", "model", "seed", "server"],
+)
+def test_a_summary_relabelled_after_the_run_disagrees_with_its_sealed_identity(
+    tmp_path: Path, edit: Any, named: str
+) -> None:
+    baseline, candidate = deepep_case()
+    relabelled = json.loads(json.dumps(candidate))
+    edit(relabelled)
+    result = judged_from_disk(tmp_path, baseline, relabelled, recorded=candidate)
+    assert result.fails()
+    (problem,) = [reason for reason in result.reasons if "identity sealed" in reason]
+    assert named in problem
+
+
+# Reproduction 9: the items asked, hashed item by item.
+
+
+def with_item_hashes(summary: dict[str, Any], edited: str | None = None) -> dict[str, Any]:
+    """The summary with a content hash per item of each scored suite; `edited` hashed otherwise."""
+    summary = json.loads(json.dumps(summary))
+    for entry in summary["datasets"].values():
+        entry["item_sha256"] = {item: f"{item}-{'edited' if item == edited else 'v1'}" for item in entry["items"]}
+    return summary
+
+
+def test_an_edited_task_is_incomplete_naming_it() -> None:
+    """An edited agentic task prompt passed pytest's up-front check with INCONCLUSIVE, exit 0."""
+    baseline, candidate = unchanged_pair()
+    result = judge(
+        stored(with_item_hashes(baseline)), stored(with_item_hashes(candidate, "task-7")), GateSettings(gate="warn")
+    )
+    assert result.verdict == "INCOMPLETE" and result.fails()
+    assert (
+        "INCOMPLETE: agentic_coding: 1 items ask something else than on the baseline (such as task-7"
+        in (result.reasons[0])
+    )
+
+
+def test_a_suite_without_a_recorded_dataset_is_incomplete() -> None:
+    baseline, candidate = unchanged_pair()
+    del candidate["datasets"]["coding"]
+    result = judge(stored(baseline), stored(candidate), GateSettings(gate="warn"))
+    assert result.verdict == "INCOMPLETE"
+    assert "coding: the candidate run records no dataset for the suite" in " ".join(result.reasons)
+
+
+def test_a_dataset_without_a_hash_needs_item_hashes() -> None:
+    """The long-context prompts carried an empty hash: their items' hashes stand in for it."""
+    baseline, candidate = unchanged_pair()
+    for summary in (baseline, candidate):
+        summary["datasets"]["math"]["sources"] = {"synthetic needles (7)": ""}
+    unhashed = judge(stored(baseline), stored(candidate), GateSettings(gate="warn"))
+    assert "math: a dataset without a content hash and no item hashes" in " ".join(unhashed.reasons)
+    hashed = judge(stored(with_item_hashes(baseline)), stored(with_item_hashes(candidate)), GateSettings(gate="warn"))
+    assert hashed.verdict == "INCONCLUSIVE" and not [reason for reason in hashed.reasons if "hash" in reason]
