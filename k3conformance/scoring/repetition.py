@@ -6,9 +6,10 @@ words)". This module flags such outputs, one at a time, without flagging healthy
 merely looks repetitive (Markdown tables, code with similar functions, numbered lists).
 
 A loop is a run of tokens that repeats a block of q tokens back to back. Tokens are
-whitespace-separated, except that each CJK character is a token of its own (those scripts
-put no spaces between words). Every such run in the text is found, wherever it is, and
-qualifies as one of three kinds:
+separated by whitespace or zero-width characters (words joined by U+200B or U+200D are
+words), except that each CJK character is a token of its own (those scripts put no spaces
+between words). Every such run in the text is found, wherever it is, and
+qualifies as one of the kinds below:
 
 - short-token: the block holds one or two distinct tokens, words or sentence punctuation,
   at least one a word ("hmm, hmm, hmm," "Wait, Wait," "嗯，嗯，"), and the run covers at least `min_short_token_run` tokens, outside
@@ -19,6 +20,15 @@ qualifies as one of three kinds:
 - block: the block holds at least `min_distinct_tokens` distinct tokens and
   `min_block_chars` characters, with no upper bound (a 5,000-character paragraph repeated
   is a loop too), and repeats at least `min_repeats` times.
+- block, short: a block under `min_block_chars` ("i = i + 1", "n += 1", "a b c") with three
+  or more distinct tokens is a loop only with `min_short_block_repeats` copies or more, and
+  never when it is a table row (`| . | # |`).
+- short-token, punctuation: one or two tokens of punctuation only ("- - -", "! ! !"), no
+  letter, digit or table pipe, over `min_punctuation_run` tokens outside fenced code.
+- unspaced: inside one token, with nothing between the copies ("thethethe", "!!!!",
+  "......"): a unit of at most `max_unit_chars` characters
+  repeated `min_unspaced_repeats` times over `min_unspaced_chars` characters or more. These
+  three shapes are issue 21's reproduction 12.
 - counter: the block repeats only once its numbers are masked ("Step 14: let me check
   again. Step 15: let me check again."), at least `min_counter_repeats` times, holds at
   least `min_counter_words` distinct words, and every number in it moves as a counter
@@ -62,9 +72,21 @@ import numpy.typing as npt
 
 # Scripts written without spaces between words: each character counts as one token.
 _CJK = "\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
-_TOKEN = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
+# Zero-width characters separate tokens as spaces do: words joined by them are separate words
+# to a reader ("wait\u200dwait" is "wait wait").
+_ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff"
+_SPACE = f"\\s{_ZERO_WIDTH}"
+_TOKEN = re.compile(f"[{_CJK}]|[^{_SPACE}{_CJK}]+")
 # A token with the whitespace before it: the lengths of these pieces give token offsets.
-_PIECE = re.compile(f"\\s*(?:[{_CJK}]|[^\\s{_CJK}]+)")
+_PIECE = re.compile(f"[{_SPACE}]*(?:[{_CJK}]|[^{_SPACE}{_CJK}]+)")
+_LEADING_SPACE = re.compile(f"^[{_SPACE}]+")
+
+
+def _bare(piece: str) -> str:
+    """A piece without the whitespace (and zero-width characters) before its token."""
+    return _LEADING_SPACE.sub("", piece)
+
+
 _DIGITS = re.compile(r"\d+")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)", re.MULTILINE)
 
@@ -74,7 +96,7 @@ _EXCERPT_CHARS = 200
 _GRAM = 4
 _HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
 
-LoopKind = Literal["short-token", "block", "counter"]
+LoopKind = Literal["short-token", "block", "counter", "unspaced"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +111,18 @@ class RepetitionConfig:
     min_short_token_run: int = 24
     min_counter_repeats: int = 8
     min_counter_words: int = 3
+    # A block shorter than min_block_chars ("i = i + 1", "n += 1", "a b c") is a loop only with
+    # this many copies: healthy text repeats a short line a few times, never dozens.
+    min_short_block_repeats: int = 24
+    # A run of one or two punctuation-only tokens ("- - - -", "! ! !") outside fenced code and
+    # tables: no healthy text writes hundreds of them in a row.
+    min_punctuation_run: int = 200
+    # Inside one token (nothing between the copies: "thethethe", "!!!!", "......"): a unit of at most max_unit_chars characters
+    # repeated min_unspaced_repeats times or more over min_unspaced_chars characters or more.
+    # An 80-character "=====" rule or a "|---|---|" table row stays under these.
+    max_unit_chars: int = 32
+    min_unspaced_repeats: int = 24
+    min_unspaced_chars: int = 200
     # Evidence only: the longest adjacent repeat is searched up to this length, and both
     # it and seq_rep_4 read the trailing window_chars.
     max_block_chars: int = 2000
@@ -227,7 +261,7 @@ class _Tokens:
         pieces = _PIECE.findall(text)
         vocabulary: dict[str, int] = {}
         ids = np.fromiter(
-            (vocabulary.setdefault(piece.lstrip(), len(vocabulary)) for piece in pieces), np.int64, len(pieces)
+            (vocabulary.setdefault(_bare(piece), len(vocabulary)) for piece in pieces), np.int64, len(pieces)
         )
         # Masking digits per distinct token, not per token: the vocabulary is far smaller.
         masked: dict[str, int] = {}
@@ -242,13 +276,13 @@ class _Tokens:
 
     def words(self, first: int, stop: int) -> list[str]:
         """The tokens first..stop-1, without their whitespace."""
-        return [piece.lstrip() for piece in self.pieces[first:stop]]
+        return [_bare(piece) for piece in self.pieces[first:stop]]
 
     def start(self, index: int) -> int:
         """Character offset of token `index` (the end of the text past the last token)."""
         if index >= len(self.pieces):
             return len(self.text)
-        return int(self.piece_ends[index]) - len(self.pieces[index].lstrip())
+        return int(self.piece_ends[index]) - len(_bare(self.pieces[index]))
 
 
 def find_loops(text: str, config: RepetitionConfig = RepetitionConfig()) -> list[Loop]:
@@ -267,6 +301,7 @@ def find_loops(text: str, config: RepetitionConfig = RepetitionConfig()) -> list
         loop = _qualify_counter(tokens, period, first, stop, config)
         if loop is not None:
             loops.append(loop)
+    loops += _unspaced_loops(tokens, config)
     return sorted(loops, key=lambda loop: loop.start)
 
 
@@ -277,9 +312,9 @@ def _qualify(tokens: _Tokens, period: int, first: int, stop: int, config: Repeti
     repeats = (stop - first) // period
     tail = _reaches_end(tokens, period, stop)
     if len(distinct) <= 2:
-        if stop - first < config.min_short_token_run or not any(_is_word(word) for word in distinct):
-            return None
-        if not all(_is_word(word) or _is_sentence_punctuation(word) for word in distinct):
+        if not (
+            _is_short_token_run(distinct, stop - first, config) or _is_punctuation_run(distinct, stop - first, config)
+        ):
             return None
         if _in_fenced_code(tokens.text, tokens.start(first)):
             return None
@@ -288,10 +323,57 @@ def _qualify(tokens: _Tokens, period: int, first: int, stop: int, config: Repeti
         block_chars = tokens.start(first + period) - tokens.start(first)
         long_block = block_chars >= config.long_block_chars
         needed = config.min_repeats if tail or long_block else config.min_escaped_repeats
-        if len(distinct) < config.min_distinct_tokens or block_chars < config.min_block_chars or repeats < needed:
+        if block_chars < config.min_block_chars:
+            if any("|" in word for word in distinct):
+                return None  # a short table row: structure, as above
+            needed = max(needed, config.min_short_block_repeats)
+        if len(distinct) < config.min_distinct_tokens or repeats < needed:
             return None
         kind = "block"
     return _loop(tokens, kind, period, first, stop, tail)
+
+
+def _is_short_token_run(distinct: set[str], length: int, config: RepetitionConfig) -> bool:
+    """One or two words or sentence punctuation, at least one a word, `min_short_token_run` long."""
+    return (
+        length >= config.min_short_token_run
+        and any(_is_word(word) for word in distinct)
+        and all(_is_word(word) or _is_sentence_punctuation(word) for word in distinct)
+    )
+
+
+def _is_punctuation_run(distinct: set[str], length: int, config: RepetitionConfig) -> bool:
+    """One or two tokens of punctuation only (no letter, digit or table pipe), `min_punctuation_run` long."""
+    return length >= config.min_punctuation_run and all(
+        word and "|" not in word and not any(character.isalnum() for character in word) for word in distinct
+    )
+
+
+# A unit of 1 to N characters followed by at least M - 1 more copies of itself (N, M filled in).
+_UNSPACED = "(.{{1,{unit}}}?)\\1{{{more},}}"
+
+
+def _unspaced_loops(tokens: _Tokens, config: RepetitionConfig) -> list[Loop]:
+    """Loops inside one token (module docstring: unspaced); only tokens long enough are searched."""
+    lengths = np.diff(tokens.piece_ends, prepend=0)
+    pattern = re.compile(_UNSPACED.format(unit=config.max_unit_chars, more=config.min_unspaced_repeats - 1), re.S)
+    loops = []
+    for found in np.flatnonzero(lengths >= config.min_unspaced_chars):
+        index = int(found)
+        token = _bare(tokens.pieces[index])
+        offset = tokens.start(index)
+        for match in pattern.finditer(token):
+            unit = match.group(1)
+            if match.end() - match.start() < config.min_unspaced_chars or "|" in unit:
+                continue
+            # A cut-short last copy (as at a token limit) still ends the loop at the text's end.
+            rest = token[match.end() :]
+            tail = index == len(tokens) - 1 and (not rest or unit.startswith(rest))
+            start = offset + match.start()
+            end = len(tokens.text) if tail else offset + match.end()
+            repeats = (match.end() - match.start()) // len(unit)
+            loops.append(Loop(kind="unspaced", start=start, end=end, block=unit, repeats=repeats, tail=tail))
+    return loops
 
 
 def _qualify_counter(tokens: _Tokens, period: int, first: int, stop: int, config: RepetitionConfig) -> Loop | None:

@@ -279,10 +279,35 @@ def test_short_empty_and_none(text: str | None) -> None:
     assert report.seq_rep_4 == 0.0
 
 
-def test_runs_of_punctuation_are_not_loops() -> None:
-    assert_healthy(detect("Padding follows.\n" + "=" * 5_000))
-    assert_healthy(detect("Rule:\n" + "- " * 3_000))
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("Padding follows.\n" + "=" * 5_000, "unspaced"),
+        ("Hmm" + "!" * 2_000, "unspaced"),
+        ("So" + "..." * 800, "unspaced"),
+        ("Rule:\n" + "- " * 3_000, "short-token"),
+        ("Let me write the loop.\n" + "i = i + 1\n" * 300, "block"),
+        ("Now:\n" + "n += 1\n" * 400, "block"),
+        ("The letters are " + "a b c " * 300, "block"),
+        ("The answer is " + "the" * 500, "unspaced"),
+        ("The answer is " + "\u200d".join(["wait"] * 500), "short-token"),
+        ("The answer is " + "\u200b".join(["wait"] * 500), "short-token"),
+    ],
+    ids=["equals", "bangs", "dots", "dashes", "i=i+1", "n+=1", "abc", "unspaced-word", "zwj-word", "zwsp-word"],
+)
+def test_the_loop_shapes_of_issue_21_are_loops(text: str, kind: str) -> None:
+    """Reproduction 12: a short block repeated hundreds of times, unspaced or zero-width-joined
+    repeats of one word, repeated punctuation: each was read as healthy."""
+    report = detect(text)
+    assert report.looping and report.tail_loop and report.kind == kind
+
+
+def test_rules_tables_and_a_few_short_lines_are_not_loops() -> None:
+    assert_healthy(detect("Title\n" + "=" * 80 + "\nBody.\n" + "-" * 120 + "\nMore body text follows here."))
     assert_healthy(detect("Grid:\n" + "| . | # |\n" * 500))
+    assert_healthy(detect("| a | b | c |\n" + "|---|---|---|\n" * 1000))
+    assert_healthy(detect("Increment three times:\n" + "i += 1\n" * 3 + "Then return i, which is now 3."))
+    assert_healthy(detect("A wide table: |" + "---|" * 40 + "\nwith forty columns."))
 
 
 # --- API ---------------------------------------------------------------------------------

@@ -29,8 +29,9 @@ def test_corpus_is_what_the_builder_builds() -> None:
 
 def test_corpus_covers_every_label() -> None:
     labels = {item["label"] for item in ITEMS}
-    assert labels == {"healthy", "short-token", "block", "counter", "escaped"}
-    assert {item["shape"] for item in ITEMS if item["label"] == "escaped"} == {"short-token", "block", "counter"}
+    assert labels == {"healthy", "short-token", "block", "counter", "escaped", "unspaced"}
+    escaped_shapes = {item["shape"] for item in ITEMS if item["label"] == "escaped"}
+    assert escaped_shapes == {"short-token", "block", "counter", "unspaced"}
     assert sum(item["label"] == "healthy" for item in ITEMS) >= 60
 
 
