@@ -203,7 +203,16 @@ def judge(baseline: StoredRun, candidate: StoredRun, settings: GateSettings) -> 
                 )
             )
         elif suite not in base_suites:
-            result.notes.append(f"{suite}: not in the baseline; not compared")
+            # A loss the candidate shows in a suite the baseline never scored would otherwise go
+            # unjudged (the mutation harness: a baseline whose summary leaves the suite out whole).
+            findings.append(
+                Finding(
+                    INCOMPLETE,
+                    f"{suite}: scored on the candidate and not in the baseline: nothing to compare it with; store a "
+                    f"baseline that ran the {suite} suite, or leave it out of the candidate",
+                    suite,
+                )
+            )
         elif suite not in cand_suites:
             findings.append(
                 Finding(INCOMPLETE, f"{suite}: scored on the baseline but not on the candidate: run the {suite} suite")

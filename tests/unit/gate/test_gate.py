@@ -53,6 +53,8 @@ def summary(
         "simulator": False,
         "server_info": {"get_server_info": server_args(described)} if described else {},
         "suites": {suite: {"scores": scores, "checks": {}} for suite in suites},
+        # The datasets the items came from: without them the gate cannot show both sides asked the same.
+        "datasets": {suite: {"items": sorted(scores), "sources": {f"fixture:{suite}": "sha-1"}} for suite in suites},
     }
     if checks:
         result["suites"]["reasoning"] = {"scores": {}, "checks": checks}
