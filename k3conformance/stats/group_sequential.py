@@ -61,6 +61,8 @@ from k3conformance.stats.paired import (
     ItemTotals,
     Verdict,
     planning_error,
+    skew_corrected,
+    skew_term,
     tango_statistic,
     too_few_disagreeing,
 )
@@ -300,7 +302,8 @@ def rounds_design(base: SequentialDesign, rounds: Sequence[int], variance: ItemV
 
 
 def paired_t_statistic(differences: Sequence[float], margin: float) -> tuple[float, int]:
-    """(t statistic of H0 "mean difference = −margin", degrees of freedom) on item-mean differences."""
+    """(t statistic of H0 "mean difference = −margin", degrees of freedom) on item-mean differences,
+    with Johnson's skewness correction where it makes a PASS harder."""
     count = len(differences)
     if count < 2:
         return 0.0, 1
@@ -312,7 +315,8 @@ def paired_t_statistic(differences: Sequence[float], margin: float) -> tuple[flo
         # on few items is no evidence of a small loss (the plain statistic was ±12 there, and 8 equal
         # items passed at a true loss of the margin).
         standard_error = max(standard_error, planning_error(differences))
-    return (mean + margin) / standard_error, count - 1
+    # Johnson's skewness correction on the PASS side (paired.skew_term).
+    return skew_corrected((mean + margin) / standard_error, skew_term(differences)), count - 1
 
 
 @dataclass(frozen=True)
