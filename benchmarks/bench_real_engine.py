@@ -151,7 +151,11 @@ def run_matrix(cells: Sequence[Cell], seeds: Sequence[int], items: int, out: Pat
         project = out / f"seed-{seed}"
         options = ["--k3-temperature", "0", "--k3-limit", str(items), "--k3-seed", str(seed)]
         baseline = run_suites_on_llamacpp(
-            project, SUITES, model=model, shape=BASELINE, options=[*options, "--k3-save-baseline"]
+            project,
+            SUITES,
+            model=model,
+            shape=BASELINE,
+            options=[*options, "--k3-save-baseline", "--k3-subset-baseline"],
         )
         if baseline.run_dir is None or baseline.summary()["status"] != "complete":
             sys.exit(f"the baseline of seed {seed} did not complete:\n{baseline.diagnostics()}")
