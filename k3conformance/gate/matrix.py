@@ -33,10 +33,14 @@ def gate_stored(baseline: StoredRun, candidate: StoredRun, settings: GateSetting
     result = judge(baseline, candidate, settings)
     stored = candidate.summary.get("sequential")
     if stored:
+        from k3conformance.gate.evidence import judged_on_records
         from k3conformance.gate.sequential.apply import apply_sequential
         from k3conformance.gate.sequential.replay import replay_sequential
 
-        replayed = replay_sequential(stored, baseline, candidate, settings)
+        # Replayed on the item scores the records hold, as `judge` judged them.
+        replayed = replay_sequential(
+            stored, judged_on_records(baseline).run, judged_on_records(candidate).run, settings
+        )
         result.notes += replayed.notes
         apply_sequential(result, replayed.paths, baseline)
     return result
