@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from run_files import copy_suites, outcomes
 
+from k3conformance.formatting import markdown_text
+
 COMMON = ("--k3-limit", "12", "--k3-max-tokens", "8192", "--k3-results-dir", "out", "-p", "no:cacheprovider")
 SUITES = ("test_agentic_coding.py", "test_math.py")
 
@@ -69,7 +71,7 @@ def test_megamoe_gate_json_junit_and_markdown_tell_one_story(project: pytest.Pyt
     markdown = (run_dir / "gate.md").read_text()
     assert "### Verdict per suite" in markdown
     (row,) = [line for line in markdown.splitlines() if line.startswith("| agentic\\_coding") and "FAIL" in line]
-    assert failing_rules[0] in row
+    assert markdown_text(failing_rules[0]) in row
 
     junit = cases(project.path / "junit.xml")
     gate_case = junit["k3conformance::gate"]
