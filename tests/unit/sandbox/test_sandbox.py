@@ -542,3 +542,24 @@ def test_only_the_paths_asked_for_come_back(backend: str) -> None:
     assert result.files == {"out/deep/a.txt": "a"}
     capped = run_python(program, backend=backend, limits=SandboxLimits(collect_files=1), files={"c": "c"}, collect=True)
     assert capped.files is None and capped.collect_problem == "more than 1 files to collect"
+
+
+def test_a_zombie_namespace_init_is_a_dead_namespace() -> None:
+    """A sandbox's namespace init outlives the kill as a zombie until the host's init reaps it,
+    which may take seconds; taken for alive, it cost every sandboxed program about 2 s."""
+    from k3conformance.sandbox.process import _namespace_alive
+
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    try:
+        inode = os.stat("/proc/self/ns/pid").st_ino
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[0] != b"Z":
+            assert time.monotonic() < deadline, "the child did not exit"
+            time.sleep(0.01)
+        assert os.stat(f"/proc/{pid}/ns/pid").st_ino == inode, "a zombie's namespace link still resolves"
+        assert not _namespace_alive((pid, inode))
+        assert _namespace_alive((os.getpid(), inode))
+    finally:
+        os.waitpid(pid, 0)
