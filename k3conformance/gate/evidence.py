@@ -62,9 +62,7 @@ def judged_on_records(run: StoredRun) -> RecordedRun:
     differences = view_differences(evidence_view(run.suites), evidence_view(recorded))
     if not differences:
         return RecordedRun(run, tuple(problems))
-    shown = "; ".join(differences[:_SHOWN]) + (
-        f"; and {len(differences) - _SHOWN} more" if len(differences) > _SHOWN else ""
-    )
+    shown = described(differences, _SHOWN)
     summary: RunSummary = {**run.summary, "suites": recorded}
     problem = (
         f"{run.label}: its summary disagrees with its records ({shown}): judged on the records, "

@@ -91,9 +91,10 @@ def identity_differences(sealed: Mapping[str, Any], current: Mapping[str, Any]) 
     return differences
 
 
-def described(differences: list[str]) -> str:
-    shown = "; ".join(differences[:_SHOWN])
-    return shown + (f"; and {len(differences) - _SHOWN} more" if len(differences) > _SHOWN else "")
+def described(differences: list[str], shown: int = _SHOWN) -> str:
+    """The first `shown` differences, and how many more there are."""
+    rest = len(differences) - shown
+    return "; ".join(differences[:shown]) + (f"; and {rest} more" if rest > 0 else "")
 
 
 def _shown(value: Any) -> str:
