@@ -541,6 +541,14 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "than it needs (baseline with 2+ samples per item): the plan weighs each (default: 2,4,8; none: no rounds)",
     ),
     OptionSpec(
+        "stop_on_fail",
+        boolean,
+        True,
+        "When the sequential gate FAILs a suite, the gate's verdict is FAIL whatever follows: stop sending "
+        "requests and leave the other suites unjudged, saying which (default: on; --k3-stop-on-fail=off "
+        "judges every suite)",
+    ),
+    OptionSpec(
         "resume",
         boolean,
         False,
@@ -632,6 +640,7 @@ class Settings:
     looks: int
     max_items: int | None
     sample_rounds: tuple[int, ...]
+    stop_on_fail: bool
     resume: bool
     conformance_first: bool
     progress_interval: float

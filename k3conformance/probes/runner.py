@@ -206,12 +206,19 @@ class Runner:
         future = self._submit(probe)
         return wait(future) if wait is not None else future.result()
 
+    def planned_suites(self) -> list[str]:
+        """The suites of the planned probes, in plan order."""
+        return list(dict.fromkeys(probe.suite for probe in self._plan.probes))
+
     def cancel(self, suite: str, keep: Callable[[Probe], bool]) -> list[Probe]:
         """Stop a suite early: its planned probes that `keep` turns down and that have not finished
         are never sent, or cancelled in flight (their partial responses are not recorded). Returns them."""
         cancelled = []
         for probe in self._plan.probes:
             if probe.suite != suite or keep(probe) or probe.key in self._plan.cancelled:
+                continue
+            if self._plan.users.get(probe.key, 0) <= 0:
+                # Answered and used by every test that needed it (its result is already dropped).
                 continue
             future = self._futures.get(probe.key)
             if future is not None and future.done() and not future.cancelled():

@@ -395,7 +395,11 @@ class RunHooks:
         if state.sequential is not None:
             from k3conformance.run.sequential import feed_report
 
-            feed_report(state, report)
+            announcement = feed_report(state, report)
+            terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+            if announcement is not None and terminal is not None:
+                terminal.ensure_newline()
+                terminal.write_line(announcement, bold=True)
 
     def _show_failure(self, report: pytest.TestReport) -> None:
         """Print a conformance failure when it happens, not only in the closing tables: the first of each

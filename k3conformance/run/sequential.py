@@ -6,6 +6,7 @@ why). run/hooks.py calls these; the verdicts reach the gate's result through
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -13,7 +14,7 @@ import pytest
 
 from k3conformance.gate.sequential.state import SequentialRun
 from k3conformance.gate.settings import GateSettings
-from k3conformance.probes.probe import probe_of
+from k3conformance.probes.probe import Probe, probe_of
 from k3conformance.probes.selection import probe_kind
 from k3conformance.run.tally import USER_PROPERTY
 from k3conformance.runs.records import utc_now
@@ -133,13 +134,18 @@ def skip_if_stopped(item: pytest.Item, run: SequentialRun) -> None:
         pytest.skip(
             f"the sequential gate stopped {probe.suite}: {stop.verdict} by the {stop.by} after {stop.items} items"
         )
+    if run.decided is not None:
+        pytest.skip(f"not sent: {run.decided.reason}; --k3-stop-on-fail=off judges every suite")
 
 
-def feed_report(state: RunState, report: pytest.TestReport) -> None:
-    """Feed a finished test's item to the rule; when the rule stops its suite, cancel the rest."""
+def feed_report(state: RunState, report: pytest.TestReport) -> str | None:
+    """Feed a finished test's item to the rule; when the rule stops its suite, cancel the rest. When
+    the stop is a FAIL and --k3-stop-on-fail is on, the gate's verdict is decided: cancel every
+    request not yet answered, of every suite, and return the line that says so."""
     run = state.sequential
     assert run is not None
     first_sample = run.round_tests.get(report.nodeid, 0)
+    announcement = None
     for name, value in report.user_properties:
         if name != USER_PROPERTY or not isinstance(value, dict) or value.get("item") is None:
             continue
@@ -149,19 +155,46 @@ def feed_report(state: RunState, report: pytest.TestReport) -> None:
         stop = run.test_done(suite, item, score, first_sample)
         if stop is None or state.runner is None:
             continue
-        cancelled = state.runner.cancel(suite, lambda probe: run.used(probe.suite, probe.item, probe.first_sample))
         reason = f"sequential gate: {suite} stopped with {stop.verdict} by the {stop.by} after {stop.items} items"
-        if state.writer is not None:
-            for probe in cancelled:
-                state.writer.write(
-                    {
-                        "kind": "cancelled",
-                        "suite": suite,
-                        "item": probe.item,
-                        # A later round's requests: the item's samples from this index on.
-                        **({"first_sample": probe.first_sample} if probe.first_sample else {}),
-                        "reason": reason,
-                        "written_at": utc_now(),
-                    }
-                )
+        _cancel(state, run, suite, lambda probe: run.used(probe.suite, probe.item, probe.first_sample), reason)
+        decided = run.decide(suite, stop) if state.settings.stop_on_fail else None
+        if decided is not None:
+            announcement = _stop_sending(state, run, decided.reason)
+    return announcement
+
+
+def _cancel(state: RunState, run: SequentialRun, suite: str, keep: Callable[[Probe], bool], reason: str) -> int:
+    """Cancel a suite's requests that `keep` turns down, each with a record saying why; returns how many."""
+    assert state.runner is not None
+    cancelled = state.runner.cancel(suite, keep)
+    if state.writer is not None:
+        for probe in cancelled:
+            state.writer.write(
+                {
+                    "kind": "cancelled",
+                    "suite": suite,
+                    "item": probe.item,
+                    # A later round's requests: the item's samples from this index on.
+                    **({"first_sample": probe.first_sample} if probe.first_sample else {}),
+                    "reason": reason,
+                    "written_at": utc_now(),
+                }
+            )
+    if cancelled and suite in run.suites:
         run.note_cancelled(suite, cancelled, state.runner.spent)
+    return len(cancelled)
+
+
+def _stop_sending(state: RunState, run: SequentialRun, reason: str) -> str:
+    """Cancel every request not yet answered, of every suite; the line that says what was left unjudged."""
+    assert state.runner is not None
+    left: dict[str, int] = {}
+    for suite in state.runner.planned_suites():
+        cancelled = _cancel(state, run, suite, lambda probe: False, f"not sent: {reason}")
+        if cancelled:
+            left[suite] = cancelled
+    unjudged = ", ".join(f"{suite} ({count} items)" for suite, count in sorted(left.items())) or "none"
+    return (
+        f"k3conformance: {reason}: stopped sending; left unjudged: {unjudged} "
+        "(--k3-stop-on-fail=off sends them and judges every suite)"
+    )

@@ -99,6 +99,17 @@ def test_megamoe_fails_after_a_small_share_of_the_requests(
     assert f"{LONG}: sequential FAIL by the {long['stop']['by']} after {stopped_at} of" in output
     # The per-look chart: the looks taken before the stop, against their bounds.
     assert f"{LONG}: FAIL by the {long['stop']['by']} after {stopped_at} items" in output
+    # The FAIL decided the gate: math, not yet judged, is left unjudged and its requests are not sent
+    # (--k3-stop-on-fail, on by default), and the gate says so for that suite.
+    assert f"k3conformance: the gate's verdict was already FAIL ({LONG}: sequential FAIL by the" in output
+    assert "stopped sending; left unjudged: math (" in output
+    math = gate_file(run_dir)["sequential"]["math"]
+    assert math["stop"] is None and math["left_unjudged"].startswith("the gate's verdict was already FAIL")
+    not_sent = [record for record in iter_records(run_dir, "cancelled") if record["suite"] == "math"]
+    assert not_sent and all(record["reason"].startswith("not sent: the gate's verdict") for record in not_sent)
+    assert items_sent(run_dir, "math") + len(not_sent) >= math["max_items"]
+    assert any(reason.startswith("INCOMPLETE: math: left unjudged") for reason in gate_file(run_dir)["reasons"])
+    assert "math: no sequential decision (left unjudged: the gate's verdict was already FAIL" in output
     # The committed order is in the summary, and the items the rule used are its first ones.
     assert summary["sequential"][LONG]["order_seed"] == long["order_seed"]
     # Each item has several tests (its score, its in-loop conformance): the order is of items.
@@ -131,6 +142,16 @@ def test_megamoe_fails_after_a_small_share_of_the_requests(
     assert LONG not in other["sequential"]
     assert any(note.startswith(f"{LONG}: the run's sequential design was made for margin 3") for note in other["notes"])
     assert any(reason.startswith(f"INCOMPLETE: {LONG}:") for reason in other["reasons"]), other["reasons"]
+
+
+def test_stop_on_fail_off_judges_every_suite(project: pytest.Pytester) -> None:
+    result, run_dir = candidate(project, "ep32-megamoe", "--k3-stop-on-fail=off")
+    assert result.ret == 1
+    assert "left unjudged" not in result.stdout.str()
+    paths = gate_file(run_dir)["sequential"]
+    assert paths[LONG]["stop"]["verdict"] == "FAIL"
+    assert "left_unjudged" not in paths["math"] and paths["math"]["stop"] is not None
+    assert not [record for record in iter_records(run_dir, "cancelled") if record["suite"] == "math"]
 
 
 def test_an_unchanged_deployment_runs_to_a_pass_or_the_maximum_and_deepep_does_not_fail(

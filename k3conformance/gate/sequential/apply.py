@@ -8,7 +8,7 @@ from typing import Any
 
 from k3conformance.gate.sequential.rule import BY_MAXIMUM
 from k3conformance.gate.sequential.state import verdict_lines
-from k3conformance.gate.verdict import ABOUT_ACCURACY, ABOUT_COVERAGE, Finding, GateResult, settle
+from k3conformance.gate.verdict import ABOUT_ACCURACY, ABOUT_COVERAGE, INCOMPLETE, Finding, GateResult, settle
 from k3conformance.runs.stored import StoredRun
 from k3conformance.stats.paired import PASS
 
@@ -43,6 +43,11 @@ def apply_sequential(result: GateResult, paths: Mapping[str, Any], baseline: Sto
             # suite that reached its maximum keeps the fixed-size comparison of the same items.
             superseded.add(ABOUT_ACCURACY)
         findings = [f for f in findings if f.suite != suite or f.about not in superseded]
+        if stop is None and path.get("left_unjudged"):
+            # Its missing items are missing on purpose (--k3-stop-on-fail): still INCOMPLETE, and saying why.
+            findings = [f for f in findings if f.suite != suite or f.about != ABOUT_COVERAGE]
+            text = f"{suite}: left unjudged, {path['items']} items fed: {path['left_unjudged']}"
+            findings.append(Finding(INCOMPLETE, text, suite, ABOUT_COVERAGE))
         if ABOUT_ACCURACY in superseded and stop["verdict"] != PASS:
             text = f"{suite}: sequential {stop['verdict']} by the {stop['by']} after {stop['items']} items"
             findings.append(Finding(stop["verdict"], text, suite, ABOUT_ACCURACY))

@@ -80,6 +80,7 @@ def replay_sequential(
             cancelled_items=list(block.get("cancelled_items") or []),
             requests_saved=int(block.get("requests_saved") or 0),
             output_tokens_saved=int(block.get("output_tokens_saved") or 0),
+            left_unjudged=str(block["left_unjudged"]) if block.get("left_unjudged") else None,
         )
     return Replayed(paths, notes)
 

@@ -37,7 +37,7 @@ from k3conformance.probes.probe import Probe
 from k3conformance.runs.spend import Spend
 from k3conformance.runs.stored import StoredRun
 from k3conformance.stats.group_sequential import SequentialDesign
-from k3conformance.stats.paired import ItemTotals
+from k3conformance.stats.paired import FAIL, ItemTotals
 
 
 def committed_order(kinds: Mapping[str, str], run_id: str, suite: str) -> tuple[list[str], int]:
@@ -97,6 +97,8 @@ class SuiteRun:
     output_tokens_saved: int = 0
     # Baseline items this run did not collect: the rule cannot feed past the first of them.
     uncollected: frozenset[str] = frozenset()
+    # Why the suite was not judged: another suite's FAIL had already decided the gate (--k3-stop-on-fail).
+    left_unjudged: str | None = None
 
     @property
     def design(self) -> SequentialDesign:
@@ -164,6 +166,22 @@ class SuiteRun:
         return table
 
 
+@dataclass(frozen=True)
+class Decided:
+    """A FAIL the rest of the run cannot change: the gate's verdict is the worst of its findings, and
+    FAIL is the worst there is."""
+
+    suite: str
+    stop: Stop
+
+    @property
+    def reason(self) -> str:
+        return (
+            f"the gate's verdict was already FAIL ({self.suite}: sequential FAIL by the {self.stop.by} after "
+            f"{self.stop.items} items)"
+        )
+
+
 @dataclass
 class SequentialRun:
     """Every sequentially gated suite of one run."""
@@ -173,6 +191,8 @@ class SequentialRun:
     ranks: dict[str, dict[str, int]] = field(default_factory=dict)
     # The tests of later rounds (node id → their probe's first sample); every other test is of round 1.
     round_tests: dict[str, int] = field(default_factory=dict)
+    # The suite whose FAIL decided the gate's verdict whatever follows, and why (--k3-stop-on-fail).
+    decided: Decided | None = None
 
     @classmethod
     def start(
@@ -250,6 +270,17 @@ class SequentialRun:
         entry = self.suites.get(suite)
         return entry.rule.stop if entry is not None else None
 
+    def decide(self, suite: str, stop: Stop) -> Decided | None:
+        """Note a suite's stop; when it is a FAIL (the first), the gate's verdict is decided and every
+        suite without a decision of its own is left unjudged. Returns the decision it made, if any."""
+        if stop.verdict != FAIL or self.decided is not None:
+            return None
+        self.decided = Decided(suite, stop)
+        for entry in self.suites.values():
+            if entry.rule.stop is None:
+                entry.left_unjudged = self.decided.reason
+        return self.decided
+
     def test_done(self, suite: str, item: str, score: Any | None, first_sample: int = 0) -> Stop | None:
         """One test of an item (of the round from `first_sample`) reported; `score` is the item's ItemScore
         so far, over all rounds (None: this test did not score it). Returns the suite's stop when this
@@ -300,7 +331,8 @@ class SequentialRun:
         scored in round 1, times the samples it cancelled, less what those probes had sent before the
         stop (a conversation cancelled in flight). An estimate: the counts come from the records."""
         entry = self.suites[suite]
-        entry.cancelled_items = list(dict.fromkeys(probe.item for probe in cancelled))
+        # A suite can be cancelled twice: at its own stop, then when another suite's FAIL decides the gate.
+        entry.cancelled_items = list(dict.fromkeys([*entry.cancelled_items, *(probe.item for probe in cancelled)]))
         first_round = {item: rounds[0] for item, rounds in entry.scored.items() if 0 in rounds}
         used = [spent.get((suite, item), Spend()) for item in first_round]
         samples = sum(score[0].samples for score in first_round.values())
@@ -313,8 +345,8 @@ class SequentialRun:
             share = cancelled_samples / samples
             requests = sum(spend.requests for spend in used) * share
             tokens = sum(spend.output_tokens for spend in used) * share
-            entry.requests_saved = max(0, round(requests) - already.requests)
-            entry.output_tokens_saved = max(0, round(tokens) - already.output_tokens)
+            entry.requests_saved += max(0, round(requests) - already.requests)
+            entry.output_tokens_saved += max(0, round(tokens) - already.output_tokens)
 
     def to_summary(self) -> dict[str, Any]:
         """For summary.json and gate.json: per suite the order, the seed, the whole path and the savings."""
@@ -329,6 +361,7 @@ class SequentialRun:
                 cancelled_items=entry.cancelled_items,
                 requests_saved=entry.requests_saved,
                 output_tokens_saved=entry.output_tokens_saved,
+                left_unjudged=entry.left_unjudged,
             )
             for suite, entry in self.suites.items()
         }
@@ -345,6 +378,7 @@ def suite_path(
     cancelled_items: list[str],
     requests_saved: int,
     output_tokens_saved: int,
+    left_unjudged: str | None = None,
 ) -> dict[str, Any]:
     """One suite's sequential block, as the run stores it and `compare` replays it."""
     stop, maximum = rule.stop, rule.design.max_items
@@ -364,6 +398,8 @@ def suite_path(
         "cancelled_items": cancelled_items,
         "requests_saved": requests_saved,
         "output_tokens_saved": output_tokens_saved,
+        # Only in a run another suite's FAIL decided (--k3-stop-on-fail): blocks of earlier runs are unchanged.
+        **({"left_unjudged": left_unjudged} if left_unjudged and stop is None else {}),
     }
 
 
@@ -376,6 +412,8 @@ def verdict_lines(paths: Mapping[str, Any]) -> list[str]:
         if stop is None:
             blocked = path["blocked_by"]
             reason = f"blocked at item {blocked} (not scored)" if blocked else "not finished"
+            if path.get("left_unjudged"):
+                reason = f"left unjudged: {path['left_unjudged']}"
             lines.append(f"{suite}: no sequential decision ({reason}; {path['items']} of {maximum} items fed)")
             continue
         where = f"look {stop['look']} of {len(path['design']['sizes'])}" if stop["by"] == "look" else stop["by"]
