@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from k3conformance.gate.identity import described, identity_differences, identity_of, read_sealed
-from k3conformance.runs.records import RECORDS_GLOB, STATUS_COMPLETE
+from k3conformance.runs.records import STATUS_COMPLETE, iter_whole_lines, record_files
 from k3conformance.runs.schema import RunSummary
 from k3conformance.runs.stored import StoredRun
 from k3conformance.scoring.suite_tally import SuiteTally
@@ -56,7 +56,9 @@ def judged_on_records(run: StoredRun) -> RecordedRun:
     problems = _identity_problems(run, run_dir)
     tallies = tallies_from_records(run_dir)
     if tallies is None:
-        problems.append(f"{run.label}: no records (records-*.jsonl) next to its summary: the verdict cannot be checked")
+        problems.append(
+            f"{run.label}: no records (records-*.jsonl or .jsonl.zst) next to its summary: the verdict cannot be checked"
+        )
         return RecordedRun(run, tuple(problems))
     recorded = {name: tally.to_summary() for name, tally in sorted(tallies.items())}
     differences = view_differences(evidence_view(run.suites), evidence_view(recorded))
@@ -87,27 +89,26 @@ def _identity_problems(run: StoredRun, run_dir: Path) -> list[str]:
 def outcome_records(run_dir: Path) -> Iterator[dict[str, Any]]:
     """Each test's last outcome record, over every process's records file."""
     latest: dict[str, dict[str, Any]] = {}
-    for path in sorted(run_dir.glob(RECORDS_GLOB)):
-        with path.open("rb") as handle:
-            for raw in handle:
-                if not raw.startswith(_OUTCOME_LINE) or not raw.endswith(b"\n"):
-                    continue
-                try:
-                    record = json.loads(raw)
-                except ValueError:
-                    continue
-                nodeid = record.get("nodeid") if isinstance(record, dict) else None
-                if not isinstance(nodeid, str) or not isinstance(record.get("suite"), str):
-                    continue
-                earlier = latest.get(nodeid)
-                if earlier is None or str(record.get("written_at", "")) >= str(earlier.get("written_at", "")):
-                    latest[nodeid] = record
+    for path in record_files(run_dir):
+        for raw in iter_whole_lines(path):
+            if not raw.startswith(_OUTCOME_LINE):
+                continue
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                continue
+            nodeid = record.get("nodeid") if isinstance(record, dict) else None
+            if not isinstance(nodeid, str) or not isinstance(record.get("suite"), str):
+                continue
+            earlier = latest.get(nodeid)
+            if earlier is None or str(record.get("written_at", "")) >= str(earlier.get("written_at", "")):
+                latest[nodeid] = record
     yield from latest.values()
 
 
 def tallies_from_records(run_dir: Path) -> dict[str, SuiteTally] | None:
     """Per suite, the tally of the run's outcome records; None when the run has no records file."""
-    if not any(run_dir.glob(RECORDS_GLOB)):
+    if not record_files(run_dir):
         return None
     tallies: dict[str, SuiteTally] = {}
     for record in outcome_records(run_dir):

@@ -30,6 +30,7 @@ from k3conformance.runs.records import (
     SUMMARY_FILE,
     RecordWriter,
     ResumeIndex,
+    expand_records,
     latest_incomplete_run,
     new_run_id,
     read_summary,
@@ -171,6 +172,9 @@ class RunState:
                     "start a new run without --k3-resume"
                 )
             run_dir, resumed = earlier, True
+            # A session that finished compressed its records: the resumed run appends to them and
+            # reads its earlier responses by offset (before any xdist worker starts).
+            expand_records(run_dir)
         return cls(settings=settings, role="single", process="main", shape=shape, run_dir=run_dir, resumed=resumed)
 
     def to_workerinput(self, share_known: bool) -> dict[str, Any]:

@@ -14,13 +14,23 @@ Storage then grows with a conversation's length, not with its square. `iter_reco
 the whole request back; a record whose predecessor is missing (a file cut by hand) keeps its
 tail and its `messages_from`. Resuming needs only responses and fingerprints (of the whole
 request, taken before it is written), so it reads records either way.
+
+A finished session compresses its records file (`records-<process>.jsonl.zst`, Zstandard at
+level 9: about a tenth of the plain size, in well under a second for the quick start's run).
+While a run is in progress its records stay plain, line by line, so a crash loses nothing; a
+resumed run first expands them back (`expand_records`). Compressing writes the new file whole
+before it removes the plain one, so where both exist the plain one holds everything and is the
+one read.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import secrets
+import shutil
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -30,8 +40,17 @@ from typing import IO, Any
 
 from k3conformance.runs.schema import RunStatus
 
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
+
 SUMMARY_FILE = "summary.json"
 RECORDS_GLOB = "records-*.jsonl"
+COMPRESSED_SUFFIX = ".zst"
+COMPRESSED_GLOB = RECORDS_GLOB + COMPRESSED_SUFFIX
+# zstd's level 9: 10.6x on the quick start's 21.8 MB of records in 0.7 s (level 3: 8.6x; 15: 13.7x in 10.5 s).
+COMPRESSION_LEVEL = 9
 STATUS_RUNNING: RunStatus = "running"
 STATUS_COMPLETE: RunStatus = "complete"
 STATUS_INCOMPLETE: RunStatus = "incomplete"
@@ -118,25 +137,103 @@ def latest_incomplete_run(shape_dir: Path) -> Path | None:
     return found[0] if found else None
 
 
-def iter_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(byte offset, record) for every whole, valid line of a records file."""
-    with path.open("rb") as handle:
-        offset = 0
-        for raw in handle:
-            start, offset = offset, offset + len(raw)
-            if not raw.endswith(b"\n"):
-                break
+def record_files(run_dir: Path) -> list[Path]:
+    """A run's records files, one per process: the plain one where both forms exist (it holds
+    everything: see the module's docstring), in the order of their names."""
+    plain = {path.name: path for path in run_dir.glob(RECORDS_GLOB)}
+    compressed = {
+        path.name.removesuffix(COMPRESSED_SUFFIX): path
+        for path in run_dir.glob(COMPRESSED_GLOB)
+        if path.name.removesuffix(COMPRESSED_SUFFIX) not in plain
+    }
+    found = {**compressed, **plain}
+    return [found[name] for name in sorted(found)]
+
+
+def open_records(path: Path) -> io.BufferedIOBase:
+    """A records file opened for reading its lines, decompressed where it is compressed."""
+    if path.name.endswith(COMPRESSED_SUFFIX):
+        return zstd.open(path, "rb")
+    return path.open("rb")
+
+
+def read_records_text(path: Path) -> str:
+    """A records file's whole text, decompressed where it is compressed."""
+    with open_records(path) as handle:
+        return handle.read().decode("utf-8", errors="replace")
+
+
+def compress_records(path: Path) -> Path:
+    """Replace a plain records file by its compressed form: written whole and synced, then
+    renamed into place, and only then the plain file removed (an interruption leaves the plain
+    file, which is read first)."""
+    target = path.with_name(path.name + COMPRESSED_SUFFIX)
+    temporary = path.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with path.open("rb") as source, temporary.open("wb") as raw:
+            with zstd.open(raw, "wb", level=COMPRESSION_LEVEL) as sink:
+                shutil.copyfileobj(source, sink, 1 << 20)
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    path.unlink()
+    return target
+
+
+def expand_records(run_dir: Path) -> None:
+    """Make every records file of a run plain again, so a resumed run appends to it and finds its
+    responses by offset; the same write-whole-then-rename as `compress_records`."""
+    for path in sorted(run_dir.glob(COMPRESSED_GLOB)):
+        plain = path.with_name(path.name.removesuffix(COMPRESSED_SUFFIX))
+        if not plain.exists():
+            temporary = plain.with_name(f".{plain.name}.{os.getpid()}.tmp")
             try:
-                record = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                yield start, record
+                with open_records(path) as source, temporary.open("wb") as sink:
+                    shutil.copyfileobj(source, sink, 1 << 20)
+                    sink.flush()
+                    os.fsync(sink.fileno())
+                os.replace(temporary, plain)
+            except BaseException:
+                temporary.unlink(missing_ok=True)
+                raise
+        path.unlink()
+
+
+def iter_whole_lines(path: Path) -> Iterator[bytes]:
+    """Every whole line of a records file, decompressed where it is compressed; a file cut short
+    (a process killed mid-write, an interrupted copy) or damaged ends at its last whole line."""
+    with open_records(path) as handle:
+        lines = iter(handle)
+        while True:
+            try:
+                raw = next(lines)
+            except (StopIteration, EOFError, zstd.ZstdError):
+                return
+            if not raw.endswith(b"\n"):
+                return
+            yield raw
+
+
+def iter_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(byte offset, record) for every whole, valid line of a records file (offsets into the
+    decompressed text of a compressed one)."""
+    offset = 0
+    for raw in iter_whole_lines(path):
+        start, offset = offset, offset + len(raw)
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            yield start, record
 
 
 def iter_records(run_dir: Path, kind: str | None = None) -> Iterator[dict[str, Any]]:
     """Every record of a run, a response's request whole again (see the module's docstring)."""
-    for path in sorted(run_dir.glob(RECORDS_GLOB)):
+    for path in record_files(run_dir):
         histories: dict[_Conversation, _History] = {}
         for _, record in iter_lines(path):
             if record.get("kind") == "response":
@@ -215,10 +312,14 @@ class RecordWriter:
             compact[SAME_AS_BEFORE] = same
         return {**record, "request": compact}
 
-    def close(self) -> None:
+    def close(self, compress: bool = True) -> None:
+        """Close the file and, unless told not to, compress it (see the module's docstring)."""
         with self._lock:
-            if not self._handle.closed:
-                self._handle.close()
+            if self._handle.closed:
+                return
+            self._handle.close()
+            if compress and self.path.exists():
+                compress_records(self.path)
 
 
 def _ends_with_newline(path: Path) -> bool:
@@ -240,7 +341,7 @@ class ResumeIndex:
 
     def __init__(self, run_dir: Path) -> None:
         self._locations: dict[RecordKey, _Location] = {}
-        for path in sorted(run_dir.glob(RECORDS_GLOB)):
+        for path in record_files(run_dir):
             for offset, record in iter_lines(path):
                 if record.get("kind") != "response" or record.get("status") == "infra_error":
                     continue
@@ -250,7 +351,7 @@ class ResumeIndex:
         location = self._locations.get(key)
         if location is None or location.fingerprint != fingerprint:
             return None
-        with location.path.open("rb") as handle:
+        with open_records(location.path) as handle:
             handle.seek(location.offset)
             record: dict[str, Any] = json.loads(handle.readline())
         return record

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from run_files import copy_suites, only_run, summary_of
 
+from k3conformance.runs.records import iter_records
+
 EVAL_SUITES = ("test_math.py", "test_coding.py", "test_long_context.py")
 
 
@@ -21,13 +23,7 @@ def eval_project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def score_records(run_dir: Path) -> list[dict[str, Any]]:
-    records = []
-    for path in run_dir.glob("records-*.jsonl"):
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            if record.get("kind") == "outcome" and record.get("score"):
-                records.append(record)
-    return records
+    return [record for record in iter_records(run_dir, "outcome") if record.get("score")]
 
 
 def test_healthy_profile_scores_every_suite(eval_project: pytest.Pytester) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from hostile_agent import INJECTION, attacks, serve_hostile
-from run_files import REPO, only_run
+from run_files import REPO, only_run, written_texts
 
 from k3conformance.agent.tasks import load_tasks
 from k3conformance.runs.records import iter_records
@@ -72,7 +72,7 @@ def test_the_hostile_agent_gets_nothing_out_and_solves_nothing(
     if os.environ.get("K3_HOSTILE_DUMP"):
         Path(os.environ["K3_HOSTILE_DUMP"]).write_text(shown)
         shutil.copytree(run_dir, os.environ["K3_HOSTILE_DUMP"] + ".run", dirs_exist_ok=True)
-    written = {path: path.read_text(errors="replace") for path in hostile_project.path.rglob("*") if path.is_file()}
+    written = written_texts(hostile_project.path)
     # No byte of the harness's environment or of the host file, anywhere.
     for secret in (API_KEY, HOST_SECRET):
         assert secret not in shown

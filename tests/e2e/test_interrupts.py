@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from run_files import REPO, only_run, responses_by_key, summary_of
+from run_files import REPO, only_run, records_names, responses_by_key, summary_of
 
 from k3conformance.gate.evidence import judged_on_records
 from k3conformance.reference.profiles import get_profile
 from k3conformance.reference.server import RunningServer, start_in_thread
-from k3conformance.runs.records import SUMMARY_FILE, write_json_atomic
+from k3conformance.runs.records import SUMMARY_FILE, iter_records, read_records_text, record_files, write_json_atomic
 from k3conformance.runs.stored import load_run
 
 PROBES = 16
@@ -54,9 +54,9 @@ def slow_server() -> Iterator[RunningServer]:
 def finished_response_lines(results: Path) -> int:
     return sum(
         1
-        for path in results.glob("*/*/records-*.jsonl")
-        for line in path.read_bytes().splitlines()
-        if b'"kind": "response"' in line and b'"status": "ok"' in line
+        for run_dir in results.glob("*/*")
+        for record in iter_records(run_dir, "response")
+        if record.get("status") == "ok"
     )
 
 
@@ -70,10 +70,10 @@ def wait_for(condition: object, what: str, deadline_s: float = 90.0) -> None:
 
 def assert_records_readable(run_dir: Path) -> None:
     """Every line parses, except at most a last one cut short by the stop (readers skip it)."""
-    files = sorted(run_dir.glob("records-*.jsonl"))
+    files = record_files(run_dir)
     assert files
     for path in files:
-        data = path.read_bytes()
+        data = read_records_text(path).encode()
         lines = data.split(b"\n")
         whole, tail = lines[:-1], lines[-1]
         for line in whole:
@@ -148,10 +148,7 @@ def test_a_stopped_run_keeps_its_records_and_resumes(
     assert not list(run_dir.glob(f".{SUMMARY_FILE}.*.tmp")), "a temporary summary was left behind"
     assert_records_readable(run_dir)
     if "-n" in workers:
-        assert sorted(path.name for path in run_dir.glob("records-*.jsonl")) == [
-            "records-gw0.jsonl",
-            "records-gw1.jsonl",
-        ]
+        assert records_names(run_dir) == ["records-gw0.jsonl", "records-gw1.jsonl"]
     finished = {key for key, records in responses_by_key(run_dir).items() if any(r["status"] == "ok" for r in records)}
     assert finished, "the records finished before the signal must be on disk"
     # The counts are taken when the summary is written (under xdist the controller reads

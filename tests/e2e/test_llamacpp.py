@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from llamacpp_server import SuiteRun, check_name, require_model, run_on_llamacpp, unscored_outcomes
-from run_files import CONFORMANCE_SUITES, REPO, summary_of
+from run_files import CONFORMANCE_SUITES, REPO, summary_of, written_texts
 
 from k3conformance.checks.parsers import available_parsers
 from k3conformance.deployment import llamacpp_server as llamacpp
@@ -180,11 +180,7 @@ def test_llamacpp_error_bodies_are_read(llamacpp_run: SuiteRun) -> None:
 def test_api_key_is_sent_but_never_written(llamacpp_run: SuiteRun) -> None:
     # The server was started with the key: a run that got this far sent it.
     key = llamacpp_run.api_key
-    leaks = [
-        str(path)
-        for path in llamacpp_run.results.rglob("*")
-        if path.is_file() and key in path.read_text(errors="replace")
-    ]
+    leaks = [str(path) for path, text in written_texts(llamacpp_run.results).items() if key in text]
     assert leaks == []
     assert key not in llamacpp_run.stdout and key not in llamacpp_run.stderr
 

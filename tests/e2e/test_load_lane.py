@@ -4,22 +4,18 @@ passes both."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from run_files import LOAD_SUITE, copy_suites
+from run_files import LOAD_SUITE, copy_suites, outcomes
 
 
 def _outcomes(results: Path) -> dict[str, tuple[str, str]]:
     found = {}
-    for path in results.glob("*/*/records-*.jsonl"):
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            if record.get("kind") == "outcome":
-                name = f"{record['suite']}/{str(record['test']).removeprefix('test_')}"
-                name += f"[{record['mode']}]" if record.get("mode") else ""
-                found[f"{name}:{record['item']}"] = (record["outcome"], str(record["message"]))
+    for record in outcomes(results):
+        name = f"{record['suite']}/{str(record['test']).removeprefix('test_')}"
+        name += f"[{record['mode']}]" if record.get("mode") else ""
+        found[f"{name}:{record['item']}"] = (record["outcome"], str(record["message"]))
     return found
 
 

@@ -16,6 +16,7 @@ import pytest
 from run_files import copy_suites
 
 from k3conformance.cli import main as cli_main
+from k3conformance.runs.records import expand_records
 
 COMMON = ("--k3-limit", "8", "--k3-max-tokens", "8192", "--k3-results-dir", "out", "-p", "no:cacheprovider")
 SUITES = ("test_agentic_coding.py", "test_math.py")
@@ -41,6 +42,7 @@ class Tags(HTMLParser):
 def poison(run_dir: Path) -> int:
     """Put the payload into what the model wrote (reasoning, content, call arguments) and a failure message."""
     poisoned = 0
+    expand_records(run_dir)
     for path in run_dir.glob("records-*.jsonl"):
         records = [json.loads(line) for line in path.read_text().splitlines()]
         for record in records:

@@ -88,7 +88,7 @@ def test_megamoe_gate_json_junit_and_markdown_tell_one_story(project: pytest.Pyt
     assert looping and all("looping" in outcome and not outcome.startswith("solved:") for outcome in looping)
     # Each looping agentic item records its kind of loop (loop_kinds was {} with looping: 1).
     scored: list[dict[str, Any]] = [
-        record["score"]  # type: ignore[misc]
+        record["score"]
         for record in outcomes(project.path / "out")
         if record["suite"] == "agentic_coding" and isinstance(record.get("score"), dict)
     ]

@@ -3,12 +3,11 @@ shows, what lands on disk, xdist merging, resuming a killed run, and secrets."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from run_files import REPO, comparable, copy_suites, only_run, responses_by_key, run_dirs, summary_of
+from run_files import REPO, comparable, copy_suites, only_run, records_names, responses_by_key, run_dirs, summary_of
 
 from k3conformance.reference.server import RunningServer
+from k3conformance.runs.records import iter_records
 
 
 def test_header_names_endpoint_model_shape_and_records(suite_project: pytest.Pytester) -> None:
@@ -63,8 +62,8 @@ def test_records_and_summary_carry_provenance(suite_project: pytest.Pytester) ->
     streamed = responses[("smoke", "pong", 0, "stream")][0]
     assert streamed["request"]["stream_options"] == {"include_usage": True}
     assert streamed["response"]["ttft_s"] is not None
-    outcomes = [json.loads(line) for path in run_dir.glob("records-*.jsonl") for line in path.read_text().splitlines()]
-    assert sum(1 for record in outcomes if record["kind"] == "outcome" and record["outcome"] == "passed") == 9
+    outcomes = list(iter_records(run_dir, "outcome"))
+    assert sum(1 for record in outcomes if record["outcome"] == "passed") == 9
 
 
 def test_kimi_think_mode_sends_the_thinking_object(suite_project: pytest.Pytester) -> None:
@@ -94,10 +93,7 @@ def test_xdist_gives_the_same_records(suite_project: pytest.Pytester, workers: l
     assert summary["suites"]["smoke"]["passed"] == 9
     assert sorted(summary["datasets"]["smoke"]["items"]) == ["capital-of-france", "pong", "sum-17-25"]
     if workers == ["-n", "2"]:
-        assert sorted(path.name for path in run_dir.glob("records-*.jsonl")) == [
-            "records-gw0.jsonl",
-            "records-gw1.jsonl",
-        ]
+        assert records_names(run_dir) == ["records-gw0.jsonl", "records-gw1.jsonl"]
 
 
 MANY_PROBES = """

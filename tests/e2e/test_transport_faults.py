@@ -186,12 +186,7 @@ def wait_for(condition: Any, what: str, deadline_s: float = 60.0) -> None:
 
 
 def response_lines(results: Path) -> int:
-    return sum(
-        1
-        for path in results.glob("*/*/records-*.jsonl")
-        for line in path.read_bytes().splitlines()
-        if b'"kind": "response"' in line
-    )
+    return sum(1 for run_dir in results.glob("*/*") for _ in iter_records(run_dir, "response"))
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from k3conformance.runs.records import SUMMARY_FILE, iter_records
+from k3conformance.runs.records import COMPRESSED_SUFFIX, SUMMARY_FILE, iter_records, read_records_text, record_files
 
 REPO = Path(__file__).resolve().parents[2]
 # The conformance suites; the accuracy suites measure rather than check, and
@@ -72,15 +72,24 @@ def comparable(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def outcomes(results: Path) -> list[dict[str, object]]:
+def outcomes(results: Path) -> list[dict[str, Any]]:
     """Every outcome record a run under `results` left."""
-    found = []
-    for path in results.glob("*/*/records-*.jsonl"):
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            if record.get("kind") == "outcome":
-                found.append(record)
-    return found
+    return [record for run_dir in run_dirs(results) for record in iter_records(run_dir, "outcome")]
+
+
+def records_names(run_dir: Path) -> list[str]:
+    """The run's records files, each named as its process wrote it (compressed or not)."""
+    return [path.name.removesuffix(COMPRESSED_SUFFIX) for path in record_files(run_dir)]
+
+
+def written_texts(root: Path) -> dict[Path, str]:
+    """Every file under `root` as text, a compressed records file decompressed: what a search for a
+    secret must read (the compressed bytes would hide it)."""
+    return {
+        path: read_records_text(path) if path.name.endswith(COMPRESSED_SUFFIX) else path.read_text(errors="replace")
+        for path in root.rglob("*")
+        if path.is_file()
+    }
 
 
 def check_name(outcome: dict[str, object]) -> str:

@@ -309,7 +309,7 @@ def test_a_complete_run_without_records_or_identity_is_incomplete(tmp_path: Path
     result = judge(load_run(base_dir, tmp_path), load_run(str(cand_dir), tmp_path, baseline=False), GateSettings())
     assert result.verdict == "INCOMPLETE"
     reasons = " ".join(result.reasons)
-    assert "run-again: no records (records-*.jsonl) next to its summary" in reasons
+    assert "run-again: no records (records-*.jsonl or .jsonl.zst) next to its summary" in reasons
     assert "run-again: no sealed identity (identity.json)" in reasons
 
 

@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from random import Random
 from typing import Any
 
-from k3conformance.runs.records import MESSAGES_FROM, SAME_AS_BEFORE, RecordWriter, ResumeIndex, iter_records
+from k3conformance.runs.records import (
+    MESSAGES_FROM,
+    SAME_AS_BEFORE,
+    RecordWriter,
+    ResumeIndex,
+    compress_records,
+    expand_records,
+    iter_records,
+    record_files,
+)
 
 TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}]
 
@@ -42,7 +52,8 @@ def test_a_conversation_is_stored_once_and_read_back_whole(tmp_path: Path) -> No
     writer = RecordWriter(tmp_path / "records-main.jsonl")
     for record in written:
         writer.write(record)
-    writer.close()
+    # Plain, to measure what storing the history once saves by itself (compression is tested below).
+    writer.close(compress=False)
     assert list(iter_records(tmp_path)) == written
     raw = [json.loads(line) for line in (tmp_path / "records-main.jsonl").read_text().splitlines()]
     continued = [record for record in raw if MESSAGES_FROM in record["request"]]
@@ -70,9 +81,79 @@ def test_a_record_whose_predecessor_is_gone_keeps_its_reference(tmp_path: Path) 
     writer = RecordWriter(tmp_path / "records-main.jsonl")
     for record in conversation("a", 3):
         writer.write(record)
-    writer.close()
+    writer.close(compress=False)
     path = tmp_path / "records-main.jsonl"
     lines = path.read_text().splitlines()
     path.write_text("\n".join([lines[0], lines[2]]) + "\n")
     third = list(iter_records(tmp_path))[1]
     assert third["request"][MESSAGES_FROM]["step"] == "turn-002"
+
+
+def test_a_closed_records_file_is_compressed_and_read_back_the_same(tmp_path: Path) -> None:
+    records = [record for name in "abcd" for record in conversation(name, 8)]
+    writer = RecordWriter(tmp_path / "records-main.jsonl")
+    for record in records:
+        writer.write(record)
+    writer.close(compress=False)
+    plain = (tmp_path / "records-main.jsonl").stat().st_size
+    compressed = compress_records(tmp_path / "records-main.jsonl")
+    assert compressed.name == "records-main.jsonl.zst"
+    assert not (tmp_path / "records-main.jsonl").exists()
+    assert compressed.stat().st_size * 4 < plain
+    assert list(iter_records(tmp_path)) == records
+    # A resumed run's index reads the compressed file by decompressed offset.
+    found = ResumeIndex(tmp_path).get(("agentic_coding", "c", 0, "turn-005"), "c-turn-005")
+    assert found is not None and found["response"] == records[2 * 8 + 4]["response"]
+
+
+def test_resume_expands_the_records_and_appends_to_them(tmp_path: Path) -> None:
+    writer = RecordWriter(tmp_path / "records-main.jsonl")
+    first = conversation("a", 3)
+    for record in first:
+        writer.write(record)
+    writer.close()
+    assert [path.name for path in record_files(tmp_path)] == ["records-main.jsonl.zst"]
+    expand_records(tmp_path)
+    assert [path.name for path in tmp_path.iterdir()] == ["records-main.jsonl"]
+    writer = RecordWriter(tmp_path / "records-main.jsonl")
+    later = conversation("b", 2)
+    for record in later:
+        writer.write(record)
+    writer.close()
+    assert list(iter_records(tmp_path)) == first + later
+
+
+def test_where_both_forms_exist_the_plain_one_is_read(tmp_path: Path) -> None:
+    # Compressing was interrupted after the rename (or a resume after expanding): the plain file
+    # holds everything the compressed one does, and more if the run went on.
+    writer = RecordWriter(tmp_path / "records-main.jsonl")
+    records = conversation("a", 4)
+    for record in records[:2]:
+        writer.write(record)
+    writer.close()
+    writer = RecordWriter(tmp_path / "records-main.jsonl")
+    for record in records:
+        writer.write(record)
+    writer.close(compress=False)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["records-main.jsonl", "records-main.jsonl.zst"]
+    assert list(iter_records(tmp_path)) == records
+
+
+def test_a_compressed_file_cut_short_ends_at_its_last_whole_record(tmp_path: Path) -> None:
+    # Over a megabyte of text that does not compress away: zstd writes it in blocks of 128 KiB,
+    # and the blocks before the cut are read.
+    random = Random(7)
+    records = [
+        response(f"item-{index}", "turn-001", [{"role": "user", "content": random.randbytes(2048).hex()}])
+        for index in range(300)
+    ]
+    writer = RecordWriter(tmp_path / "records-main.jsonl")
+    for record in records:
+        writer.write(record)
+    writer.close()
+    path = tmp_path / "records-main.jsonl.zst"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    read = list(iter_records(tmp_path))
+    assert 0 < len(read) < len(records)
+    assert read == records[: len(read)]
