@@ -151,10 +151,15 @@ def record_files(run_dir: Path) -> list[Path]:
 
 
 def open_records(path: Path) -> io.BufferedIOBase:
-    """A records file opened for reading its lines, decompressed where it is compressed."""
+    """A records file opened for reading its lines, decompressed where it is compressed. A plain file
+    that is gone was compressed since it was listed (an xdist worker ends its session while the
+    controller reads): its compressed form, written before the plain one was removed, is read."""
     if path.name.endswith(COMPRESSED_SUFFIX):
         return zstd.open(path, "rb")
-    return path.open("rb")
+    try:
+        return path.open("rb")
+    except FileNotFoundError:
+        return zstd.open(path.with_name(path.name + COMPRESSED_SUFFIX), "rb")
 
 
 def read_records_text(path: Path) -> str:

@@ -14,6 +14,7 @@ from k3conformance.runs.records import (
     ResumeIndex,
     compress_records,
     expand_records,
+    iter_lines,
     iter_records,
     record_files,
 )
@@ -157,3 +158,17 @@ def test_a_compressed_file_cut_short_ends_at_its_last_whole_record(tmp_path: Pat
     read = list(iter_records(tmp_path))
     assert 0 < len(read) < len(records)
     assert read == records[: len(read)]
+
+
+def test_a_plain_file_compressed_after_it_was_listed_is_read_compressed(tmp_path: Path) -> None:
+    # An xdist worker compresses its file as its session ends, while the controller reads the records.
+    writer = RecordWriter(tmp_path / "records-gw0.jsonl")
+    records = conversation("a", 3)
+    for record in records:
+        writer.write(record)
+    writer.close(compress=False)
+    (listed,) = record_files(tmp_path)
+    stored = list(iter_lines(listed))
+    compress_records(listed)
+    assert not listed.exists()
+    assert list(iter_lines(listed)) == stored and len(stored) == len(records)
