@@ -261,8 +261,9 @@ def _verdict_machinery():
 
 
 def _replaced(before):
+    # Changed, removed, or added (a __getattribute__ put on TestCase is new, not changed).
     after = _verdict_machinery()
-    return sorted(name for name, identity in before.items() if after.get(name, identity) != identity)
+    return sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
 
 
 def _tests_of(suite):

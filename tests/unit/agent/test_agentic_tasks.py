@@ -127,8 +127,7 @@ def test_a_forged_runner_or_an_early_exit_does_not_solve_a_task(forgery: str) ->
 
 
 # Package code that patches the runner in-process when the hidden tests import it (issue 25,
-# gap 3). On main f3ebd69 the first two solved the task with its bug unfixed, the third solved
-# it next to the fix (a test that should fail passes too, once its method is replaced).
+# gap 3). On main f3ebd69 each of them solved the task with its bug unfixed.
 TAMPERING = {
     "unittest.TestCase.run replaced at import": """
 import unittest
@@ -148,23 +147,36 @@ import sys, unittest
 for owner in (unittest.TestResult, unittest.TextTestResult, getattr(sys.modules["__main__"], "_Recorder", object)):
     owner.addFailure = owner.addError = lambda self, test, err: self.addSuccess(test)
 """,
-    "the hidden test methods replaced by a thread once their class exists": """
-import sys, threading, unittest
+    "a __getattribute__ put on TestCase that empties every test": """
+import unittest
 
 
-def replace_hidden_tests():
-    while True:
-        for name, module in list(sys.modules.items()):
-            if name.startswith("hidden_tests."):
-                for value in list(vars(module).values()):
-                    if isinstance(value, type) and issubclass(value, unittest.TestCase) and value is not unittest.TestCase:
-                        for attribute in list(vars(value)):
-                            if attribute.startswith("test"):
-                                setattr(value, attribute, lambda self: None)
-                        return
+def __getattribute__(self, name):
+    value = object.__getattribute__(self, name)
+    return (lambda: None) if name.startswith("test") and callable(value) else value
 
 
-threading.Thread(target=replace_hidden_tests, daemon=True).start()
+unittest.TestCase.__getattribute__ = __getattribute__
+""",
+    "the hidden module's own unittest swapped for one whose TestCase empties its subclasses": """
+import sys, types, unittest
+
+
+class TestCase(unittest.TestCase):
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in list(vars(cls)):
+            if name.startswith("test"):
+                setattr(cls, name, lambda self: None)
+
+
+frame = sys._getframe(1)
+while not frame.f_globals.get("__name__", "").startswith("hidden_tests."):
+    frame = frame.f_back
+swapped = types.ModuleType("unittest")
+swapped.__dict__.update(vars(unittest))
+swapped.TestCase = TestCase
+frame.f_globals["unittest"] = swapped
 """,
 }
 
