@@ -235,6 +235,10 @@ class _Recorder(unittest.TextTestResult):
 
 
 def _identity(value):
+    # Plain data is unittest's own state (a class's tearDown_exceptions list, set per run);
+    # changed, it can hide tests but never pass one, so it is not watched.
+    if type(value) in (type(None), bool, int, float, str, bytes, list, tuple, dict, set, frozenset):
+        return "data"
     return id(value), id(getattr(value, "__code__", None)), id(getattr(value, "__func__", None))
 
 
@@ -249,7 +253,7 @@ def _verdict_machinery():
                     noted[module.__name__ + "." + name + "." + attribute] = _identity(member)
     for attribute, member in list(vars(_Recorder).items()):
         noted["_Recorder." + attribute] = _identity(member)
-    for name in ("_report", "_Recorder", "emit", "clean", "ARGUMENTS", "ROOT", "OUTPUT", "_identity",
+    for name in ("_report", "_Recorder", "emit", "clean", "_identity",
                  "_verdict_machinery", "_replaced", "_tests_of", "_foreign_tests", "_failed_import"):
         noted["runner " + name] = _identity(globals().get(name))
     noted["sys.meta_path"] = tuple(map(id, sys.meta_path))
@@ -263,7 +267,7 @@ def _verdict_machinery():
 def _replaced(before):
     # Changed, removed, or added (a __getattribute__ put on TestCase is new, not changed).
     after = _verdict_machinery()
-    return sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
+    return sorted(name for name in before.keys() | after.keys() if before.get(name, "data") != after.get(name, "data"))
 
 
 def _tests_of(suite):

@@ -24,6 +24,8 @@ import functools
 import os
 import secrets
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -151,12 +153,29 @@ def _probed_parent() -> CgroupParent | str:
     found = _own_memory_cgroup()
     if isinstance(found, str):
         return found
-    # Only a cgroup actually made, capped and removed proves the place works.
+    # Only a cgroup actually made, capped, joined by a new process (as the launcher will) and
+    # removed proves the place works: a launcher that cannot join would fail every run.
     try:
-        create_run_cgroup(found, 64 << 20).remove()
+        probe = create_run_cgroup(found, 64 << 20)
     except OSError as error:
         return f"cannot make a memory cgroup in {found.path}: {error.strerror or error}"
+    try:
+        joined = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", _JOIN, probe.procs_file], capture_output=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"cannot start a process to join a memory cgroup: {error}"
+    finally:
+        removed = probe.remove()
+    if joined.returncode != 0:
+        last = joined.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no message"]
+        return f"a new process cannot join a memory cgroup in {found.path}: {last[0]}"
+    if not removed:
+        return f"cannot remove a memory cgroup in {found.path}"
     return found
+
+
+_JOIN = "import os, sys\nwith open(sys.argv[1], 'w') as handle:\n    handle.write(str(os.getpid()))\n"
 
 
 def _own_memory_cgroup() -> CgroupParent | str:

@@ -193,6 +193,17 @@ def test_package_code_that_patches_the_runner_does_not_solve_a_task(tampering: s
     assert not fixed.passed and fixed.reason.startswith("the test runner was tampered with"), fixed.reason
 
 
+def test_a_package_that_fails_to_import_is_an_error_not_tampering() -> None:
+    """unittest itself stores state on its classes (a failed import's stand-in gets a
+    tearDown_exceptions list): that is no tampering, the tests just did not pass."""
+    task = TASKS[0]
+    init = f"{task.changed_paths()[0].split('/')[0]}/__init__.py"
+    broken = {**task.solution, init: "raise ImportError('broken on purpose')\n"}
+    outcome = asyncio.run(Workspace(broken, POOL).hidden_tests(task.hidden))
+    assert outcome.report is not None and outcome.report.tampered == (), outcome.report
+    assert not outcome.passed and "hidden tests did not pass" in outcome.reason and " error" in outcome.reason
+
+
 # What the runner does not hold (docs/sandbox.md, "What is not held"): code written against
 # it reads the seal's token from the wrapper's frame and prints a report of its own.
 _TOKEN_FROM_MEMORY = """
