@@ -30,9 +30,10 @@ REPO_DIR = "repo"
 OUTPUT_FILE = "tool-output.txt"
 # What one tool result may put into the conversation; more is cut with a note.
 RESULT_CHARS = 20_000
-# Fewer processes at a lower address-space cap than the default: without a cgroup the cap is
-# per process, so a run can hold at most processes x memory_bytes (8 GiB here, 128 GiB
-# with the defaults). What comes back is capped too (sparse files cost the program nothing).
+# Fewer processes at a lower address-space cap than the default, and 1 GiB for the whole run
+# where a memory cgroup holds it (without one, sandbox.fallback_limits: 8 processes of 512 MiB
+# address space, 4 GiB at worst). What comes back is capped too (sparse files cost the
+# program nothing).
 TOOL_LIMITS = SandboxLimits(
     cpu_seconds=20,
     wall_seconds=30,
@@ -40,6 +41,7 @@ TOOL_LIMITS = SandboxLimits(
     processes=8,
     collect_files=2000,
     collect_bytes=8 << 20,
+    sandbox_memory_bytes=1 << 30,
 )
 FINISH = "finish"
 
@@ -183,12 +185,18 @@ emit("edited " + ARGUMENTS["path"])
     # repository goes at its end (discover then leaves it there): a file of the repository
     # named like a standard module (unittest.py, json.py, traceback.py) never replaces one.
     # The per-test outcomes go back through the sandbox's seal, so a run that exits early
-    # (os._exit(0), sys.exit(0)) reports nothing and passes nothing.
+    # (os._exit(0), sys.exit(0)) reports nothing and passes nothing. Before anything of the
+    # repository is imported, the runner notes what decides a verdict (unittest's classes and
+    # module functions, the builtins, the import and trace hooks, its own names); after the
+    # run it reports what was replaced, and where each test method's code comes from, so
+    # package code that patches the runner at import is caught (docs/sandbox.md says what
+    # deliberate in-process tampering can still do).
     "run_tests": r"""
-import difflib, fnmatch, importlib, importlib.util, io, linecache, pprint, tokenize, traceback, unittest, warnings
-import unittest.case, unittest.loader, unittest.result, unittest.runner, unittest.suite
+import builtins, difflib, fnmatch, importlib, importlib.util, io, linecache, pprint, tokenize, traceback, unittest
+import unittest.case, unittest.loader, unittest.result, unittest.runner, unittest.suite, warnings
 
 _report = json.dumps
+_unittest_modules = (unittest, unittest.case, unittest.loader, unittest.result, unittest.runner, unittest.suite)
 
 
 class _Recorder(unittest.TextTestResult):
@@ -226,12 +234,86 @@ class _Recorder(unittest.TextTestResult):
             self.outcomes[test.id()] = "failed"
 
 
+def _identity(value):
+    # Plain data is unittest's own state (a class's tearDown_exceptions list, set per run);
+    # changed, it can hide tests but never pass one, so it is not watched.
+    if type(value) in (type(None), bool, int, float, str, bytes, list, tuple, dict, set, frozenset):
+        return "data"
+    return id(value), id(getattr(value, "__code__", None)), id(getattr(value, "__func__", None))
+
+
+def _verdict_machinery():
+    noted = {}
+    for module in (*_unittest_modules, builtins):
+        noted["sys.modules[" + module.__name__ + "]"] = id(sys.modules.get(module.__name__))
+        for name, value in list(vars(module).items()):
+            noted[module.__name__ + "." + name] = _identity(value)
+            if isinstance(value, type) and module is not builtins:
+                for attribute, member in list(vars(value).items()):
+                    noted[module.__name__ + "." + name + "." + attribute] = _identity(member)
+    for attribute, member in list(vars(_Recorder).items()):
+        noted["_Recorder." + attribute] = _identity(member)
+    for name in ("_report", "_Recorder", "emit", "clean", "_identity",
+                 "_verdict_machinery", "_replaced", "_tests_of", "_foreign_tests", "_failed_import"):
+        noted["runner " + name] = _identity(globals().get(name))
+    noted["sys.meta_path"] = tuple(map(id, sys.meta_path))
+    noted["sys.path_hooks"] = tuple(map(id, sys.path_hooks))
+    noted["sys.gettrace"] = id(sys.gettrace())
+    noted["sys.getprofile"] = id(sys.getprofile())
+    noted["sys.excepthook"] = id(sys.excepthook)
+    return noted
+
+
+def _replaced(before):
+    # Changed, removed, or added (a __getattribute__ put on TestCase is new, not changed).
+    after = _verdict_machinery()
+    return sorted(name for name in before.keys() | after.keys() if before.get(name, "data") != after.get(name, "data"))
+
+
+def _tests_of(suite):
+    found, pending = [], [suite]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, unittest.TestSuite):
+            pending.extend(item)
+        elif item is not None:
+            found.append(item)
+    return found
+
+
+_failed_import = unittest.loader._FailedTest
+
+
+def _foreign_tests(tests, directory):
+    # A test method whose code was not compiled from a file of the test directory was put
+    # there by something else (unittest's own stand-in for a module that failed to import
+    # reports an error anyway).
+    foreign = []
+    for test in tests:
+        if type(test) is _failed_import:
+            continue
+        method = getattr(type(test), getattr(test, "_testMethodName", ""), None)
+        code = getattr(method, "__code__", None)
+        origin = os.path.realpath(code.co_filename) if code is not None else ""
+        if not origin.startswith(directory + os.sep):
+            foreign.append(test.id())
+    return sorted(foreign)
+
+
+_noted = _verdict_machinery()
+_directory = os.path.realpath(ARGUMENTS.get("directory", "tests"))
 sys.path.append(ROOT)
 suite = unittest.defaultTestLoader.discover(ARGUMENTS.get("directory", "tests"), top_level_dir=ROOT)
+tests = _tests_of(suite)  # the suite lets go of each test once it ran
 report = io.StringIO()
 result = unittest.TextTestRunner(stream=report, verbosity=1, resultclass=_Recorder).run(suite)
+tampered = _replaced(_noted) + ["test method " + test for test in _foreign_tests(tests, _directory)]
 emit(clean(report.getvalue()))
-K3_SEAL_PAYLOAD = _report({"run": result.testsRun, "outcomes": result.outcomes}, sort_keys=True)
+if tampered:
+    emit("the test runner was tampered with: " + ", ".join(tampered[:5]))
+K3_SEAL_PAYLOAD = _report(
+    {"run": result.testsRun, "outcomes": result.outcomes, "tampered": tampered}, sort_keys=True
+)
 """,
 }
 
@@ -255,6 +337,9 @@ class RunReport:
 
     run: int
     outcomes: Mapping[str, str]
+    # What the runner found replaced after the run (its classes, hooks, the test methods'
+    # origin); a report with anything here proves nothing.
+    tampered: tuple[str, ...] = ()
 
     @property
     def passed(self) -> frozenset[str]:
@@ -266,7 +351,7 @@ class RunReport:
 
     @property
     def all_passed(self) -> bool:
-        return self.run > 0 and bool(self.outcomes) and not self.not_passed
+        return self.run > 0 and bool(self.outcomes) and not self.not_passed and not self.tampered
 
 
 @dataclass(frozen=True)
@@ -288,12 +373,14 @@ def run_report(execution: ExecutionResult) -> RunReport | None:
         return None
     if not isinstance(data, dict):
         return None
-    run, outcomes = data.get("run"), data.get("outcomes")
-    if not isinstance(run, int) or not isinstance(outcomes, dict):
+    run, outcomes, tampered = data.get("run"), data.get("outcomes"), data.get("tampered")
+    if not isinstance(run, int) or not isinstance(outcomes, dict) or not isinstance(tampered, list):
         return None
     if not all(isinstance(test, str) and isinstance(outcome, str) for test, outcome in outcomes.items()):
         return None
-    return RunReport(run, dict(outcomes))
+    if not all(isinstance(name, str) for name in tampered):
+        return None
+    return RunReport(run, dict(outcomes), tuple(tampered))
 
 
 def hidden_test_ids(hidden: Mapping[str, str]) -> frozenset[str]:
@@ -321,6 +408,9 @@ def judge_hidden(execution: ExecutionResult, expected: frozenset[str]) -> Hidden
     if report is None:
         reason = execution.reason if not execution.passed else "no test report"
         return HiddenTests(False, reason, None)
+    if report.tampered:
+        listed = ", ".join(report.tampered[:3])
+        return HiddenTests(False, f"the test runner was tampered with ({len(report.tampered)}): {listed}", report)
     not_passed = report.not_passed
     missing = sorted(expected - report.passed)
     if not_passed:
@@ -388,6 +478,8 @@ def _result_text(name: str, execution: ExecutionResult) -> str:
         report = run_report(execution)
         if report is None:
             status = f"tests failed ({execution.reason if not execution.passed else 'no test report'})"
+        elif report.tampered:
+            status = "tests failed (the test runner was tampered with)"
         elif report.all_passed:
             status = "tests passed"
         elif report.run == 0:

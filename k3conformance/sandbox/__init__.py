@@ -5,8 +5,10 @@ a status 0 from os._exit on the way passes nothing). Files it leaves come back o
 asked for, after every process of the run is gone, never through a link, within caps
 (collect.py). What this holds against a hostile model: docs/sandbox.md. Everything it does
 is treated as hostile:
-it runs in a fresh temporary directory, in its own process group (killed as a whole when
-it ends or times out), under resource limits, with a scrubbed environment and no stdin.
+it runs in a fresh temporary directory (a tmpfs of its own size where the host may mount
+one: workfolder.py), in its own process group (killed as a whole when it ends or times out)
+and its own memory cgroup where one can be made (cgroup.py), under resource limits, with a
+scrubbed environment and no stdin.
 Two backends:
 
 * ``bubblewrap``: ``bwrap`` gives the program its own user, mount, PID, network, IPC and

@@ -10,6 +10,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from k3conformance.sandbox.cgroup import CgroupParent, memory_cgroup_parent
 from k3conformance.sandbox.launcher import _bwrap_path
 from k3conformance.sandbox.limits import (
     _NOBODY,
@@ -17,6 +18,7 @@ from k3conformance.sandbox.limits import (
     _UNCHANGED,
     BACKENDS,
     BUBBLEWRAP,
+    FALLBACK_PROCESSES,
     RLIMIT,
     SandboxError,
     SandboxLimits,
@@ -25,6 +27,7 @@ from k3conformance.sandbox.limits import (
     _Isolation,
 )
 from k3conformance.sandbox.process import _execute
+from k3conformance.sandbox.workfolder import tmpfs_problem
 
 
 def sandbox_backend() -> tuple[str, str]:
@@ -134,17 +137,35 @@ def _probe_failure(candidate: _Isolation) -> str | None:
 
 def _notice(isolation: _Isolation) -> str:
     interpreter = f"Python {isolation.interpreter.version_text} at {isolation.interpreter.executable}"
+    caps = f"{_memory_notice()}; {_work_folder_notice()}"
     if isolation.backend == BUBBLEWRAP:
         return (
             f"bubblewrap {_bwrap_version()}: own user/pid/mount/net/ipc/uts namespaces (no network; every "
             f"process dies with the sandbox), read-only /usr and interpreter prefix, tmpfs /tmp, uid 65534 "
-            f"inside = {_outside_identity(isolation)} outside; rlimits; {interpreter}"
+            f"inside = {_outside_identity(isolation)} outside; rlimits; {caps}; {interpreter}"
         )
     network = "an empty network namespace (no network)" if isolation.unshare_net else "NO network isolation"
     return (
         f"rlimits; runs as {_outside_identity(isolation)}; {network}; no namespaces otherwise: it sees the "
-        f"host's files as Unix permissions allow; {_fallback_leftovers(isolation)}; {interpreter}"
+        f"host's files as Unix permissions allow; {_fallback_leftovers(isolation)}; {caps}; {interpreter}"
     )
+
+
+def _memory_notice() -> str:
+    parent = memory_cgroup_parent()
+    if isinstance(parent, CgroupParent):
+        return f"memory capped over the whole sandbox ({parent.description})"
+    return (
+        f"NO memory cap over the whole sandbox ({parent}): at most {FALLBACK_PROCESSES} processes, each with "
+        "half the run's memory as its address space"
+    )
+
+
+def _work_folder_notice() -> str:
+    problem = tmpfs_problem()
+    if problem is None:
+        return "work folder on a size-capped tmpfs"
+    return f"work folder NOT size-capped ({problem}): only each file is"
 
 
 def _outside_identity(isolation: _Isolation) -> str:

@@ -57,9 +57,13 @@ def lower(kind, soft, hard):
 
 
 def main(status, keep_status, workdir, cpu, memory, file_size, processes, uid, gid, unshare_net, orphan_guard,
-         *command):
+         cgroup_procs, *command):
     status = int(status)
     try:
+        if cgroup_procs:
+            # First, while still privileged: everything this process execs or forks is in it.
+            with open(cgroup_procs, "w") as handle:
+                handle.write(str(os.getpid()))
         try:
             with open("/proc/self/oom_score_adj", "w") as handle:
                 handle.write("1000")
@@ -99,7 +103,9 @@ def _environment(home: str) -> dict[str, str]:
     return {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "HOME": home, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
 
 
-def _launcher_argv(workdir: Path, limits: SandboxLimits, isolation: _Isolation, status_fd: int) -> list[str]:
+def _launcher_argv(
+    workdir: Path, limits: SandboxLimits, isolation: _Isolation, status_fd: int, cgroup_procs: str = ""
+) -> list[str]:
     in_bubblewrap = isolation.backend == BUBBLEWRAP
     uid_spec = {_PER_RUN: f"+{PER_RUN_UID_BASE}", _NOBODY: str(NOBODY_UID), _UNCHANGED: ""}[isolation.uid_mode]
     settings = [
@@ -114,6 +120,7 @@ def _launcher_argv(workdir: Path, limits: SandboxLimits, isolation: _Isolation, 
         str(NOGROUP_GID),
         "1" if isolation.unshare_net and not in_bubblewrap else "0",
         "0" if in_bubblewrap else "1",  # bwrap --die-with-parent already guards against orphans
+        cgroup_procs,
     ]
     command = (
         _bubblewrap_command(workdir, limits, isolation, status_fd)

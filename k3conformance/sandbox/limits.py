@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -114,6 +115,13 @@ class SandboxLimits:
     # sparse files and file counts cost the program nothing, so the host caps both.
     collect_files: int = 1000
     collect_bytes: int = 16 * MIB
+    # The whole run's memory (every process, and the tmpfs pages it writes), where a memory
+    # cgroup can be made (cgroup.py); elsewhere fallback_limits lowers the per-process caps.
+    sandbox_memory_bytes: int = 2 * GIB
+    # The work folder's tmpfs, where the host may mount one (workfolder.py): its size and
+    # how many files and directories it may hold.
+    disk_bytes: int = 64 * MIB
+    disk_files: int = 4096
 
     def __post_init__(self) -> None:
         for name in (
@@ -125,6 +133,9 @@ class SandboxLimits:
             "output_bytes",
             "collect_files",
             "collect_bytes",
+            "sandbox_memory_bytes",
+            "disk_bytes",
+            "disk_files",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"SandboxLimits.{name} must be positive, got {getattr(self, name)!r}")
@@ -135,6 +146,21 @@ class SandboxLimits:
         every allowed process at the cap, plus the two tmpfs mounts (/tmp, /dev/shm) of the
         bubblewrap backend, which live in RAM outside any process's address space."""
         return self.processes * self.memory_bytes + 2 * 4 * self.file_size_bytes
+
+
+# Without a memory cgroup a run holds up to processes x memory_bytes: these bound both.
+FALLBACK_PROCESSES = 8
+
+
+FALLBACK_MIN_MEMORY_BYTES = 512 * MIB
+
+
+def fallback_limits(limits: SandboxLimits) -> SandboxLimits:
+    """The limits a run gets where no memory cgroup caps the whole sandbox: at most
+    FALLBACK_PROCESSES processes, each with at most half the sandbox's memory (but not under
+    FALLBACK_MIN_MEMORY_BYTES, which a Python test program needs) as its address space."""
+    memory = min(limits.memory_bytes, max(limits.sandbox_memory_bytes // 2, FALLBACK_MIN_MEMORY_BYTES))
+    return dataclasses.replace(limits, processes=min(limits.processes, FALLBACK_PROCESSES), memory_bytes=memory)
 
 
 @dataclass(frozen=True)
@@ -157,6 +183,8 @@ class ExecutionResult:
     # A sealed run: what the program left in K3_SEAL_PAYLOAD when it ran to its end (""
     # when nothing); None when it did not reach its end or the run was not sealed.
     sealed: str | None = None
+    # The most memory the whole run held at once, from its memory cgroup; None without one.
+    memory_peak_bytes: int | None = None
 
 
 @dataclass(frozen=True)

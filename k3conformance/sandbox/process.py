@@ -13,12 +13,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from k3conformance.sandbox.cgroup import RunCgroup, create_run_cgroup, memory_cgroup_parent
 from k3conformance.sandbox.collect import collect_files
 from k3conformance.sandbox.launcher import _environment, _launcher_argv
 from k3conformance.sandbox.limits import (
@@ -46,7 +46,9 @@ from k3conformance.sandbox.limits import (
     SandboxError,
     SandboxLimits,
     _Isolation,
+    fallback_limits,
 )
+from k3conformance.sandbox.workfolder import make_work_folder, release_mount
 
 
 @dataclass
@@ -74,7 +76,10 @@ def _execute(
     collect: Collect = False,
     seal: bool = False,
 ) -> ExecutionResult:
-    workdir = Path(tempfile.mkdtemp(prefix="k3sandbox-"))
+    folder = make_work_folder(limits.disk_bytes, limits.disk_files)
+    workdir = folder.path
+    cgroup = _run_cgroup(limits)
+    in_force = limits if cgroup is not None else fallback_limits(limits)
     try:
         for relative, text in (files or {}).items():
             path = _inside(workdir, relative, seal)
@@ -87,17 +92,40 @@ def _execute(
             (workdir / PROGRAM_FILE).write_text(_SEALED_MAIN, encoding="utf-8")
         else:
             (workdir / PROGRAM_FILE).write_text(program, encoding="utf-8")
-        result, all_gone = _run_in(workdir, limits, isolation, token)
+        result, all_gone = _run_in(workdir, in_force, isolation, token, cgroup)
+        result = _with_disk_limit(result, folder.exhausted(), in_force)
         if collect is False:
             return result
         if not all_gone:
             outlived = "processes of the run outlived the kill; nothing was collected"
             return dataclasses.replace(result, files=None, collect_problem=outlived)
         wanted = None if collect is True else list(collect)
-        found, problem = collect_files(workdir, wanted, limits)
+        found, problem = collect_files(workdir, wanted, in_force)
         return dataclasses.replace(result, files=found, collect_problem=problem)
     finally:
+        if cgroup is not None:
+            cgroup.remove()
+        release_mount(folder)
         _remove_tree(workdir)
+
+
+def _run_cgroup(limits: SandboxLimits) -> RunCgroup | None:
+    """A memory cgroup for one run, capped at the run's sandbox memory; None where there is none."""
+    parent = memory_cgroup_parent()
+    if isinstance(parent, str):
+        return None
+    try:
+        return create_run_cgroup(parent, limits.sandbox_memory_bytes)
+    except OSError:
+        return None
+
+
+def _with_disk_limit(result: ExecutionResult, exhausted: str | None, limits: SandboxLimits) -> ExecutionResult:
+    """A failed run that used up its work folder's tmpfs failed on a sandbox limit: say so first."""
+    if exhausted is None or result.passed or result.reason.startswith("killed: disk limit"):
+        return result
+    cap = _size(limits.disk_bytes) if exhausted == "space" else f"{limits.disk_files} files"
+    return dataclasses.replace(result, reason=_one_line(f"killed: disk limit (work folder {cap}): {result.reason}"))
 
 
 # The main.py of a sealed run. It takes the token and the program's text before any of the
@@ -144,7 +172,11 @@ def _inside(workdir: Path, relative: str, seal: bool = False) -> Path:
 
 
 def _run_in(
-    workdir: Path, limits: SandboxLimits, isolation: _Isolation, token: str | None = None
+    workdir: Path,
+    limits: SandboxLimits,
+    isolation: _Isolation,
+    token: str | None = None,
+    cgroup: RunCgroup | None = None,
 ) -> tuple[ExecutionResult, bool]:
     """The run's result, and whether every process of it is gone (so its files hold still)."""
     # The launcher reports a failed setup through this pipe; exec closes it on success.
@@ -153,7 +185,7 @@ def _run_in(
     try:
         started = time.monotonic()
         process = subprocess.Popen(
-            _launcher_argv(workdir, limits, isolation, status_write),
+            _launcher_argv(workdir, limits, isolation, status_write, cgroup.procs_file if cgroup else ""),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -168,11 +200,23 @@ def _run_in(
     finally:
         os.close(status_write)
     try:
-        watched = _watch(process, limits, started, isolation, workdir, status_read)
+        watched = _watch(process, limits, started, isolation, workdir, status_read, cgroup)
     finally:
         os.close(status_read)
     _raise_if_setup_failed(watched.status, watched, isolation)
-    return _result(process.returncode, watched, limits, isolation, token), watched.all_gone
+    result = _result(process.returncode, watched, limits, isolation, token)
+    if cgroup is not None:
+        result = _with_memory_cap(result, cgroup, limits)
+    return result, watched.all_gone
+
+
+def _with_memory_cap(result: ExecutionResult, cgroup: RunCgroup, limits: SandboxLimits) -> ExecutionResult:
+    """The run's peak memory, and a failed run whose processes the cgroup's OOM killer took named as such."""
+    result = dataclasses.replace(result, memory_peak_bytes=cgroup.peak_bytes())
+    if result.passed or cgroup.oom_kills() == 0:
+        return result
+    cap = f"killed: memory limit ({_size(limits.sandbox_memory_bytes)} over the whole sandbox)"
+    return dataclasses.replace(result, reason=_one_line(f"{cap}: {result.reason}"))
 
 
 def _watch(
@@ -182,6 +226,7 @@ def _watch(
     isolation: _Isolation,
     workdir: Path,
     status_fd: int,
+    cgroup: RunCgroup | None = None,
 ) -> _Watched:
     """Collect output until the program exits, times out or floods a stream; then kill what is left."""
     assert process.stdout is not None and process.stderr is not None
@@ -203,12 +248,14 @@ def _watch(
             namespace_init = _namespace_init(watched.status) if isolation.backend == BUBBLEWRAP else None
             # The leader is not reaped yet, so its group id cannot have been reused.
             _kill_group(process.pid)
+            if cgroup is not None:
+                cgroup.kill_all()  # those that left the group too
             process.wait()
             run_uid = None
             if isolation.backend == RLIMIT and isolation.uid_mode == _PER_RUN:
                 run_uid = PER_RUN_UID_BASE + process.pid
                 _sweep_uid(run_uid, keep=workdir)
-            watched.all_gone = _wait_until_gone(process.pid, run_uid, namespace_init)
+            watched.all_gone = _wait_until_gone(process.pid, run_uid, namespace_init, cgroup)
             if watched.overflowing_stream is None:
                 _drain(selector, streams, watched, limits)
     finally:
@@ -310,12 +357,19 @@ def _namespace_alive(init: tuple[int, int]) -> bool:
     return state not in (b"Z", b"X")
 
 
-def _wait_until_gone(pgid: int, uid: int | None, namespace_init: tuple[int, int] | None) -> bool:
+def _wait_until_gone(
+    pgid: int, uid: int | None, namespace_init: tuple[int, int] | None, cgroup: RunCgroup | None = None
+) -> bool:
     """Wait (briefly: the kill is already sent) until no process of the run is alive: none
-    in its process group, none of its per-run uid, and bubblewrap's namespace is gone."""
+    in its process group, none of its per-run uid, none in its cgroup, and bubblewrap's
+    namespace is gone."""
     deadline = time.monotonic() + _GONE_GRACE_S
     while True:
-        alive = (namespace_init is not None and _namespace_alive(namespace_init)) or _any_alive(pgid, uid)
+        alive = (
+            (namespace_init is not None and _namespace_alive(namespace_init))
+            or (cgroup is not None and bool(cgroup.pids()))
+            or _any_alive(pgid, uid)
+        )
         if not alive:
             return True
         if time.monotonic() > deadline:
@@ -524,6 +578,8 @@ def _failure_reason(exit_code: int | None, stderr: str, limits: SandboxLimits) -
         return f"assertion failed: {message or _failing_line(lines) or 'assert'}"
     if name == "MemoryError":
         return f"killed: memory limit ({_size(limits.memory_bytes)} address space): {exception}"
+    if "[Errno 28]" in exception:  # ENOSPC: the work folder's tmpfs, or /tmp's, is full
+        return f"killed: disk limit (work folder {_size(limits.disk_bytes)}, {limits.disk_files} files): {exception}"
     if "[Errno 27]" in exception:  # EFBIG: Python ignores SIGXFSZ, so the write raises
         return f"killed: file size limit ({_size(limits.file_size_bytes)}): {exception}"
     if "[Errno 11]" in exception and ("fork" in stderr or "thread" in stderr):

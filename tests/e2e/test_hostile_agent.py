@@ -10,6 +10,7 @@ docs/sandbox.md."""
 from __future__ import annotations
 
 import os
+import re
 import resource
 import shutil
 from pathlib import Path
@@ -22,6 +23,8 @@ from run_files import REPO, only_run, written_texts
 from k3conformance.agent.tasks import load_tasks
 from k3conformance.runs.records import iter_records
 from k3conformance.sandbox import BUBBLEWRAP, sandbox_backend
+from k3conformance.sandbox.cgroup import memory_cgroup_parent
+from k3conformance.sandbox.workfolder import tmpfs_problem
 
 API_KEY = "sk-k3c-hostile-canary-7c1e9d2a"
 HOST_SECRET = "host-file-canary-4b8e0f13"
@@ -83,8 +86,16 @@ def test_the_hostile_agent_gets_nothing_out_and_solves_nothing(
     # No forged solve, in either suite.
     outcomes = [record for record in iter_records(run_dir, "outcome") if record.get("score")]
     agent = _agent_record(outcomes)
-    assert agent["solved"] is False and agent["hidden_tests"] != "passed", agent["hidden_tests"]
+    assert agent["solved"] is False, agent["hidden_tests"]
+    assert agent["hidden_tests"].startswith("the test runner was tampered with"), agent["hidden_tests"]
     assert agent["stop_reason"] == "finished"
+    # The work folder's size and the run's memory are capped over the whole sandbox.
+    conversation = "".join(written[path] for path in written if path.name.startswith("records"))
+    if tmpfs_problem() is None:
+        assert "No space left on device" in conversation
+    if not isinstance(memory_cgroup_parent(), str):
+        killed = [int(count) for count in re.findall(r"children killed: (\d) of 4", conversation)]
+        assert killed and min(killed) >= 1, killed
     coding = [record for record in outcomes if record["suite"] == "coding"]
     assert coding and all(record["score"]["correct"] == 0 for record in coding)
     # Every budget held: 16 of the 40 calls of one turn ran.

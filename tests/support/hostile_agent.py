@@ -76,6 +76,53 @@ class Sparse(unittest.TestCase):
             handle.truncate(12 * 2**20)
 """
 
+# Gap 1 of issue 25: many files of real data, each under the file size limit. Without a
+# size-capped work folder all 400 MiB went to the host's disk.
+_FILL = """
+import os, unittest
+
+
+class Fill(unittest.TestCase):
+    def test_fill(self):
+        for index in range(100):
+            with open(f"fill-{index}", "wb") as handle:
+                handle.write(os.urandom(4 * 2**20))
+"""
+
+# Gap 2: four children of 400 MiB each, under the tools' 1 GiB address space per process;
+# the run's memory cgroup (1 GiB) kills some of them. It says how many died of SIGKILL.
+_CHILDREN = """
+import os, time, unittest
+
+
+class Children(unittest.TestCase):
+    def test_children(self):
+        pids = []
+        for _ in range(4):
+            pid = os.fork()
+            if pid == 0:
+                block = b"\\x01" * (400 * 2**20)
+                time.sleep(1)
+                os._exit(0)
+            pids.append(pid)
+        killed = sum(os.waitpid(pid, 0)[1] == 9 for pid in pids)
+        self.fail(f"children killed: {killed} of 4")
+"""
+
+# Gap 3: package code that patches the runner in-process at import.
+TAMPERING = """
+import unittest
+
+
+def run(self, result=None):
+    result.startTest(self)
+    result.addSuccess(self)
+    result.stopTest(self)
+
+
+unittest.TestCase.run = run
+"""
+
 # Finding 3: the runner replaced, and early exits with status 0 from the package.
 _FORGERIES = {
     "unittest.py": "import os\nos._exit(0)\n",
@@ -147,13 +194,32 @@ def attacks(host_file: str, package: str) -> list[Attack]:
             result="escaped in the terminal, the failure lines and gate.md",
         ),
         Attack(
-            "runner replaced (unittest.py, json.py), sitecustomize.py, a .pth file, os._exit(0) in the package",
+            "100 files of 4 MiB of real data",
+            [("write_file", {"path": "tests/test_race.py", "content": _FILL}), ("run_tests", {})],
+            result="the work folder's tmpfs refuses past 64 MiB: No space left on device",
+        ),
+        Attack(
+            "four children of 400 MiB under a 1 GiB address space each",
+            [("write_file", {"path": "tests/test_race.py", "content": _CHILDREN}), ("run_tests", {})],
+            result="the run's 1 GiB memory cgroup kills some of them",
+        ),
+        Attack(
+            "os._exit(0) in the package",
+            [
+                ("write_file", {"path": "tests/test_race.py", "content": "import unittest\n"}),
+                ("write_file", {"path": f"{package}/__init__.py", "content": "import os\nos._exit(0)\n"}),
+                ("run_tests", {}),
+            ],
+            result="tests failed: no seal",
+        ),
+        Attack(
+            "runner replaced (unittest.py, json.py), sitecustomize.py, a .pth file, unittest patched by the package",
             [
                 *(("write_file", {"path": path, "content": text}) for path, text in _FORGERIES.items()),
-                ("write_file", {"path": f"{package}/__init__.py", "content": "import os\nos._exit(0)\n"}),
+                ("write_file", {"path": f"{package}/__init__.py", "content": TAMPERING}),
                 ("finish", {"summary": "done"}),
             ],
-            result="not solved: the hidden tests report nothing (no seal), or fail",
+            result="not solved: the runner reports the patch (tampered)",
         ),
     ]
 

@@ -126,6 +126,117 @@ def test_a_forged_runner_or_an_early_exit_does_not_solve_a_task(forgery: str) ->
         assert hidden_passes({**task.solution, **files}, task)
 
 
+# Package code that patches the runner in-process when the hidden tests import it (issue 25,
+# gap 3). On main f3ebd69 each of them solved the task with its bug unfixed.
+TAMPERING = {
+    "unittest.TestCase.run replaced at import": """
+import unittest
+
+
+def run(self, result=None):
+    result.startTest(self)
+    result.addSuccess(self)
+    result.stopTest(self)
+
+
+unittest.TestCase.run = run
+""",
+    "the result classes' addFailure and addError replaced at import": """
+import sys, unittest
+
+for owner in (unittest.TestResult, unittest.TextTestResult, getattr(sys.modules["__main__"], "_Recorder", object)):
+    owner.addFailure = owner.addError = lambda self, test, err: self.addSuccess(test)
+""",
+    "a __getattribute__ put on TestCase that empties every test": """
+import unittest
+
+
+def __getattribute__(self, name):
+    value = object.__getattribute__(self, name)
+    return (lambda: None) if name.startswith("test") and callable(value) else value
+
+
+unittest.TestCase.__getattribute__ = __getattribute__
+""",
+    "the hidden module's own unittest swapped for one whose TestCase empties its subclasses": """
+import sys, types, unittest
+
+
+class TestCase(unittest.TestCase):
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in list(vars(cls)):
+            if name.startswith("test"):
+                setattr(cls, name, lambda self: None)
+
+
+frame = sys._getframe(1)
+while not frame.f_globals.get("__name__", "").startswith("hidden_tests."):
+    frame = frame.f_back
+swapped = types.ModuleType("unittest")
+swapped.__dict__.update(vars(unittest))
+swapped.TestCase = TestCase
+frame.f_globals["unittest"] = swapped
+""",
+}
+
+
+@pytest.mark.parametrize("tampering", TAMPERING)
+def test_package_code_that_patches_the_runner_does_not_solve_a_task(tampering: str) -> None:
+    task = TASKS[0]
+    init = f"{task.changed_paths()[0].split('/')[0]}/__init__.py"
+    patched = {init: task.start.get(init, "") + TAMPERING[tampering]}
+    outcome = asyncio.run(Workspace({**task.start, **patched}, POOL).hidden_tests(task.hidden))
+    assert not outcome.passed, outcome
+    # Next to the fix, the same patch is still caught: a report that proves nothing is no solve.
+    fixed = asyncio.run(Workspace({**task.solution, **patched}, POOL).hidden_tests(task.hidden))
+    assert not fixed.passed and fixed.reason.startswith("the test runner was tampered with"), fixed.reason
+
+
+def test_a_package_that_fails_to_import_is_an_error_not_tampering() -> None:
+    """unittest itself stores state on its classes (a failed import's stand-in gets a
+    tearDown_exceptions list): that is no tampering, the tests just did not pass."""
+    task = TASKS[0]
+    init = f"{task.changed_paths()[0].split('/')[0]}/__init__.py"
+    broken = {**task.solution, init: "raise ImportError('broken on purpose')\n"}
+    outcome = asyncio.run(Workspace(broken, POOL).hidden_tests(task.hidden))
+    assert outcome.report is not None and outcome.report.tampered == (), outcome.report
+    assert not outcome.passed and "hidden tests did not pass" in outcome.reason and " error" in outcome.reason
+
+
+# What the runner does not hold (docs/sandbox.md, "What is not held"): code written against
+# it reads the seal's token from the wrapper's frame and prints a report of its own.
+_TOKEN_FROM_MEMORY = """
+import ast, json, os, sys
+
+frame = sys._getframe()
+while frame.f_code.co_name != "_k3_sealed_run":
+    frame = frame.f_back
+outcomes = {}
+for folder, _, names in os.walk("."):
+    for name in names:
+        if name.startswith("test") and name.endswith(".py"):
+            path = os.path.join(folder, name)
+            module = os.path.relpath(path)[:-3].replace(os.sep, ".")
+            for node in ast.parse(open(path).read()).body:
+                if isinstance(node, ast.ClassDef):
+                    for item in node.body:
+                        if isinstance(item, ast.FunctionDef) and item.name.startswith("test"):
+                            outcomes[f"{module}.{node.name}.{item.name}"] = "passed"
+payload = json.dumps(json.dumps({"run": len(outcomes), "outcomes": outcomes, "tampered": []}, sort_keys=True))
+os.write(1, b"\\nk3-seal " + frame.f_locals["token"] + b" " + payload.encode() + b"\\n")
+os._exit(0)
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="not held in-process: docs/sandbox.md, 'What is not held'")
+def test_a_report_forged_with_the_seal_token_read_from_memory_does_not_solve_a_task() -> None:
+    task = TASKS[0]
+    init = f"{task.changed_paths()[0].split('/')[0]}/__init__.py"
+    patched = {init: task.start.get(init, "") + _TOKEN_FROM_MEMORY}
+    assert not hidden_passes({**task.start, **patched}, task)
+
+
 def test_solved_needs_every_hidden_test_reported_as_passed() -> None:
     task = TASKS[0]
     expected = hidden_test_ids(task.hidden)
@@ -134,7 +245,7 @@ def test_solved_needs_every_hidden_test_reported_as_passed() -> None:
     assert outcome.passed and outcome.reason == "passed" and outcome.report is not None
     assert outcome.report.passed >= expected
     # A hidden test the runner never reported is not a pass, whatever the exit status.
-    report = json.dumps({"run": 1, "outcomes": {min(expected): "passed"}})
+    report = json.dumps({"run": 1, "outcomes": {min(expected): "passed"}, "tampered": []})
     unreported = dataclasses.replace(outcome_execution(), sealed=report)
     judged = judge_hidden(unreported, expected)
     assert not judged.passed and judged.reason.startswith(f"{len(expected) - 1} hidden tests not reported as passed")
