@@ -48,7 +48,7 @@ def test_the_lane_catches_a_fault_that_needs_concurrent_streams(pytester: pytest
     assert failed == {"load/finish_reason_matches_tool_calls_under_load", "load/calls_match_expected_under_load"}
     message = outcomes["load/calls_match_expected_under_load:streaming-tool-calls"][1]
     assert message.startswith("[layer: parser] expected tool_calls/calls_match_expected to hold with 32 streams")
-    assert "0 of 29 streams at concurrency 1" in message
+    assert "0 of 30 streams at concurrency 1" in message
 
 
 def test_the_lane_passes_a_healthy_deployment(pytester: pytest.Pytester) -> None:
