@@ -60,7 +60,7 @@ LANE = Probe(
 )
 
 
-def _phases(result: ProbeResult, check: checks.StreamCheck) -> tuple[checks.PhaseTally, checks.PhaseTally]:
+def _phases(result: ProbeResult, check: checks.LaneCheck) -> tuple[checks.PhaseTally, checks.PhaseTally]:
     outcomes = result.samples[0].outcomes
     alone = [(outcomes[f"alone-{position:03d}"], item) for position, item in enumerate(ITEMS)]
     loaded = [
@@ -82,7 +82,12 @@ def _rates(
         load_streams=loaded.streams,
         load_failures=loaded.failures,
     )
-    return alone, loaded, loaded.streams  # the loaded phase sends all its streams at once
+    return alone, loaded, _load_applied(result)
+
+
+def _load_applied(result: ProbeResult) -> int:
+    """The load applied: every stream of the loaded phase was sent at once."""
+    return sum(step.startswith("load-") for step in result.samples[0].outcomes)
 
 
 lane = pytest.mark.parametrize("probe", [LANE], ids=str)
@@ -100,3 +105,8 @@ def test_finish_reason_matches_tool_calls_under_load(
 @lane
 def test_calls_match_expected_under_load(probe: Probe, k3_result: ProbeResult, k3_metrics: dict[str, float]) -> None:
     checks.check_calls_match_expected_under_load(*_rates("calls_match_expected", k3_result, k3_metrics))
+
+
+@lane
+def test_parallel_calls_under_load(probe: Probe, k3_result: ProbeResult, k3_metrics: dict[str, float]) -> None:
+    checks.check_parallel_calls_under_load(*_rates("parallel_calls", k3_result, k3_metrics))

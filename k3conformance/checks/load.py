@@ -34,12 +34,35 @@ def _calls_match(completion: Completion, item: Mapping[str, Any], tools: Mapping
     tool_calls.check_calls_match_expected(completion, item["expected_calls"], "stream")
 
 
+def _parallel_calls(completion: Completion, item: Mapping[str, Any], tools: Mapping[str, Mapping[str, Any]]) -> None:
+    tool_calls.check_parallel_calls(completion, item["expected_calls"], "stream")
+
+
+def _every_item(item: Mapping[str, Any]) -> bool:
+    return True
+
+
+def _asks_parallel_calls(item: Mapping[str, Any]) -> bool:
+    return len(item["expected_calls"]) > 1
+
+
+@dataclass(frozen=True)
+class LaneCheck:
+    """A tool_calls check applied to each stream of the lane whose item it concerns."""
+
+    run: StreamCheck
+    applies_to: Callable[[Mapping[str, Any]], bool] = _every_item
+
+
 # The lane's checks, by the name of the tool_calls check each runs: those a load-sensitive
 # profile is shown to break (tests/e2e/test_conformance_faults.py proves every check catches
-# something); another tool_calls check joins with a profile whose load fault breaks it.
-STREAM_CHECKS: Mapping[str, StreamCheck] = {
-    "finish_reason_matches_tool_calls": _finish_reason,
-    "calls_match_expected": _calls_match,
+# something). The rest of the per-stream checks would cost no request more (they read the
+# same streams), but no concurrency-only bug known here breaks them, so none could be shown
+# to catch anything: one joins with a profile whose load fault breaks it.
+STREAM_CHECKS: Mapping[str, LaneCheck] = {
+    "finish_reason_matches_tool_calls": LaneCheck(_finish_reason),
+    "calls_match_expected": LaneCheck(_calls_match),
+    "parallel_calls": LaneCheck(_parallel_calls, _asks_parallel_calls),
 }
 
 
@@ -66,18 +89,21 @@ class PhaseTally:
 
 
 def tally(
-    check: StreamCheck,
+    check: LaneCheck,
     answers: Sequence[tuple[Completion | RequestError, Mapping[str, Any]]],
     tools: Mapping[str, Mapping[str, Any]],
 ) -> PhaseTally:
-    """How many of a phase's answers `check` fails; an API error fails every check (layer api)."""
+    """How many of a phase's answers `check` fails, among those whose item it concerns; an API
+    error fails every check (layer api)."""
     phase = PhaseTally()
     for outcome, item in answers:
+        if not check.applies_to(item):
+            continue
         if isinstance(outcome, RequestError):
             phase.add(ConformanceFailure(outcome.layer, "a streamed answer", outcome.message))
             continue
         try:
-            check(outcome, item, tools)
+            check.run(outcome, item, tools)
         except ConformanceFailure as failure:
             phase.add(failure)
         else:
@@ -111,3 +137,8 @@ def check_finish_reason_matches_tool_calls_under_load(alone: PhaseTally, loaded:
 def check_calls_match_expected_under_load(alone: PhaseTally, loaded: PhaseTally, concurrency: int) -> None:
     __tracebackhide__ = True
     check_holds_under_load("calls_match_expected", alone, loaded, concurrency)
+
+
+def check_parallel_calls_under_load(alone: PhaseTally, loaded: PhaseTally, concurrency: int) -> None:
+    __tracebackhide__ = True
+    check_holds_under_load("parallel_calls", alone, loaded, concurrency)

@@ -347,6 +347,34 @@ FAULTS: tuple[Fault, ...] = (
             "never with one stream, never without streaming (only the load lane, at high concurrency, sees it)"
         ),
     ),
+    Fault(
+        "think-opener-as-text",
+        "conformance",
+        (
+            "SGLang PR 32677, second shape: the reasoning detector is not forced into the think block "
+            '(reasoning_default "thinking" looked up chat_template_kwargs.thinking, which K3 requests do not '
+            "carry) and enters it only at an exact <|open|>think<|sep|>; the model re-emits that opener from "
+            "ordinary text tokens (`<|sep` + `|`) and stops after the markers, so the reply is ~23 tokens of raw "
+            "markers and no answer (every plain answer here)"
+        ),
+    ),
+    Fault(
+        "prompt-tokens-skewed",
+        "conformance",
+        (
+            "ROCm ATOM issue 1727: usage.prompt_tokens a constant 3 more than the prompt the server rendered "
+            "(its own /tokenize count), on every request"
+        ),
+    ),
+    Fault(
+        "ascii-only-property-grammar",
+        "conformance",
+        (
+            "SGLang PR 39895 (and llama.cpp issue 28429): the strict tool-call grammar has no path to a "
+            "non-ASCII property name (xgrammar clamps property-name literals to ASCII; llama.cpp drops the "
+            "parameter's rule), so a call to a strict tool never carries an argument whose name is not ASCII"
+        ),
+    ),
     # state
     Fault(
         "prefix-cache-corruption",

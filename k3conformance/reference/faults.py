@@ -60,6 +60,11 @@ _RAW_STOP = "stop_163586"
 # SGLang PR 33995: 127 of 700 BEAM answers skipped the think block; the same share of answers
 # here, chosen by a hash of the raw output so that a request always fares the same.
 _SKIPPED_THINK_SHARE = (127, 700)
+# ROCm ATOM 1727: usage.prompt_tokens this many above the server's own count, on every request.
+_PROMPT_TOKEN_SKEW = 3
+# SGLang PR 32677: the think opener the model re-emits from ordinary text tokens (`<|sep` + `|`),
+# which a detector matching the exact marker does not take for one.
+_THINK_OPENER_AS_TEXT = "<|open|>think<|sep|"
 # vLLM 54701: the streaming tool parser loses calls with this many streams in flight.
 LOAD_FAULT_STREAMS = 6
 # How long a stream of a load-sensitive profile waits before decoding: the scheduler's batch
@@ -217,6 +222,17 @@ def sampling_defaults(faults: frozenset[str], thinking: bool) -> Sampling:
     return K3_THINKING_SAMPLING if thinking else K3_INSTANT_SAMPLING
 
 
+def grammar_arguments(faults: frozenset[str], strict: bool, arguments: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The arguments a call can carry under the deployment's tool-call grammar (strict tools only).
+
+    ascii-only-property-grammar: the grammar has no path to a property name that is not ASCII
+    (SGLang PR 39895: xgrammar clamps property-name literals to ASCII; llama.cpp issue 28429), so
+    such an argument is never written."""
+    if not strict or "ascii-only-property-grammar" not in faults:
+        return arguments
+    return {key: value for key, value in arguments.items() if key.isascii()}
+
+
 def usage_counts_tools(faults: frozenset[str]) -> bool:
     """prompt-tokens-exclude-tools: usage.prompt_tokens leaves out the rendered tool declarations."""
     return "prompt-tokens-exclude-tools" not in faults
@@ -342,6 +358,11 @@ def _length_as_stop(completion: SimulatedTurn) -> SimulatedTurn:
     return dataclasses.replace(completion, finish_reason="stop")
 
 
+def _prompt_tokens_skewed(completion: SimulatedTurn) -> SimulatedTurn:
+    # ROCm ATOM 1727: usage counts a constant few tokens the rendered prompt does not hold.
+    return dataclasses.replace(completion, prompt_tokens=completion.prompt_tokens + _PROMPT_TOKEN_SKEW)
+
+
 def _usage_without_reasoning(completion: SimulatedTurn) -> SimulatedTurn:
     return dataclasses.replace(completion, completion_tokens=completion.completion_tokens - completion.reasoning_tokens)
 
@@ -376,6 +397,7 @@ def _one_id_for_all_calls(completion: SimulatedTurn) -> SimulatedTurn:
 _COMPLETION_EDITS: tuple[tuple[str, Callable[[SimulatedTurn], SimulatedTurn]], ...] = (
     ("raw-stop-token", _raw_stop_token),
     ("length-reported-as-stop", _length_as_stop),
+    ("prompt-tokens-skewed", _prompt_tokens_skewed),
     ("usage-excludes-reasoning", _usage_without_reasoning),
     ("usage-ignores-reasoning", _usage_of_content_only),
     ("tokens-after-eos", _token_after_eos),
@@ -407,6 +429,9 @@ def on_raw(faults: frozenset[str], raw: str) -> str:
         # vLLM 53246: no think close; the answer runs on from the reasoning and its response
         # is closed without having been opened; the tools block follows as usual.
         raw = raw.replace(THINK_CLOSE, "\n", 1).replace(RESPONSE_OPEN, "", 1)
+    if "think-opener-as-text" in faults and _plain_whole_answer(raw):
+        # SGLang PR 32677's second shape: the opener written as text, then only the markers.
+        raw = f"{_THINK_OPENER_AS_TEXT}{THINK_CLOSE}{RESPONSE_OPEN}{RESPONSE_CLOSE}{MESSAGE_CLOSE}"
     if "hallucinated-tool-name" in faults:
         # The model writes the `functions.` namespace of K2's call ids into the tool attribute.
         raw = raw.replace('<|open|>call tool="', '<|open|>call tool="functions.')
@@ -416,8 +441,13 @@ def on_raw(faults: frozenset[str], raw: str) -> str:
 _OMITTED_THINK_CLOSE = frozenset({"tools-lost-in-unclosed-think", "tools-lost-in-unclosed-think-streams"})
 
 
+def _plain_whole_answer(raw: str) -> bool:
+    """An answer, not a call, and not cut by max_tokens."""
+    return RESPONSE_OPEN in raw and TOOLS_OPEN not in raw and MESSAGE_CLOSE in raw
+
+
 def _skips_think(raw: str) -> bool:
-    if RESPONSE_OPEN not in raw or TOOLS_OPEN in raw or MESSAGE_CLOSE not in raw:
+    if not _plain_whole_answer(raw):
         return False  # only whole answers: not calls, not outputs cut by max_tokens
     share, out_of = _SKIPPED_THINK_SHARE
     return zlib.crc32(raw.encode()) % out_of < share
@@ -438,6 +468,7 @@ def parser_settings(faults: frozenset[str]) -> ParserSettings:
         undecided_until_first_marker="skipped-think-as-reasoning" not in faults,
         later_channels_end_think="tools-lost-in-unclosed-think" not in faults,
         later_channels_end_think_in_streams=not faults & _OMITTED_THINK_CLOSE,
+        forced_reasoning="think-opener-as-text" not in faults,
     )
 
 
@@ -454,6 +485,7 @@ _PARSER_FAULTS = frozenset(
         "skipped-think-as-reasoning",
         "tools-lost-in-unclosed-think",
         "tools-lost-in-unclosed-think-streams",
+        "think-opener-as-text",
     }
 )
 

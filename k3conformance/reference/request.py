@@ -203,7 +203,7 @@ def _tool_spec(where: str, tool: Any, faults: frozenset[str], *, dynamic: bool) 
     parameters = function.get("parameters") or {"type": "object", "properties": {}}
     if not isinstance(parameters, dict):
         raise _bad(f"{where}.function.parameters must be a JSON schema object", where)
-    return ToolSpec(name, parameters)
+    return ToolSpec(name, parameters, strict=function.get("strict") is True)
 
 
 def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...], faults: frozenset[str]) -> tuple[str, str | None]:

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from k3conformance.reference.faults import arguments_schema
+from k3conformance.reference.faults import arguments_schema, grammar_arguments
 from k3conformance.reference.schema_values import example_value
 from k3conformance.reference.values import ChatRequest, FixtureItem, ToolSpec
 
@@ -29,6 +29,17 @@ def _all_name_words_in(name: str, words: set[str]) -> bool:
 
 def plan_tool_calls(
     request: ChatRequest, prompt: str, item: FixtureItem | None, faults: frozenset[str] = frozenset()
+) -> list[PlannedCall]:
+    """The calls the model makes, with the arguments the deployment's tool-call grammar lets it write."""
+    strict = {tool.name for tool in request.tools if tool.strict}
+    return [
+        (name, grammar_arguments(faults, name in strict, arguments))
+        for name, arguments in _intended_calls(request, prompt, item, faults)
+    ]
+
+
+def _intended_calls(
+    request: ChatRequest, prompt: str, item: FixtureItem | None, faults: frozenset[str]
 ) -> list[PlannedCall]:
     mode = request.tool_choice
     after_tool_result = request.messages[-1].get("role") == "tool"

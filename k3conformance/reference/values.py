@@ -66,6 +66,8 @@ K3_INSTANT_SAMPLING = Sampling(temperature=0.6, top_p=0.95)
 class ToolSpec:
     name: str
     parameters: Mapping[str, Any]
+    # `function.strict`: the arguments are generated under the tool's schema grammar.
+    strict: bool = False
 
 
 @dataclass(frozen=True)

@@ -41,10 +41,18 @@ def test_the_lane_catches_a_fault_that_needs_concurrent_streams(pytester: pytest
     outcomes = _run(pytester, "concurrent-empty-tool-deltas")
     failed = {name.partition(":")[0] for name, (outcome, _) in outcomes.items() if outcome != "passed"}
     # At concurrency 1 the tool_calls suite sees nothing; the lane's loaded phase does.
-    assert failed == {"load/finish_reason_matches_tool_calls_under_load", "load/calls_match_expected_under_load"}
+    assert failed == {
+        "load/finish_reason_matches_tool_calls_under_load",
+        "load/calls_match_expected_under_load",
+        "load/parallel_calls_under_load",
+    }
     message = outcomes["load/calls_match_expected_under_load:streaming-tool-calls"][1]
     assert message.startswith("[layer: parser] expected tool_calls/calls_match_expected to hold with 32 streams")
-    assert "0 of 29 streams at concurrency 1" in message
+    assert "0 of 30 streams at concurrency 1" in message
+    # Only the 4 items that ask for parallel calls count for parallel_calls, in both phases.
+    parallel = outcomes["load/parallel_calls_under_load:streaming-tool-calls"][1]
+    assert parallel.startswith("[layer: parser] expected tool_calls/parallel_calls to hold with 32 streams")
+    assert "0 of 4 streams at concurrency 1" in parallel
 
 
 def test_the_lane_passes_a_healthy_deployment(pytester: pytest.Pytester) -> None:

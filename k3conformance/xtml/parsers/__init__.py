@@ -70,6 +70,11 @@ class ParserSettings:
     # The first for whole outputs, the second for streams.
     later_channels_end_think: bool = True
     later_channels_end_think_in_streams: bool = True
+    # The reasoning detector starts inside the think block the prompt may have opened (SGLang's
+    # force_reasoning); False: it starts outside and enters only at an exact <|open|>think<|sep|>,
+    # and outside the block a think close is text (SGLang PR 32677: `reasoning_default` looked up
+    # a template switch K3 has not, so force_reasoning was off for every K3 request).
+    forced_reasoning: bool = True
 
 
 class StreamingParse(Protocol):

@@ -65,6 +65,14 @@ class BuiltinParser:
         return _Scanner(self.settings, tools, streaming=True)
 
 
+def _first_channel(settings: ParserSettings) -> Channel:
+    """Where an output begins: inside the think block the prompt opened, undecided until the
+    first marker, or (a detector not forced into reasoning) outside every block."""
+    if not settings.reasoning or (settings.undecided_until_first_marker and settings.forced_reasoning):
+        return "start"
+    return "think" if settings.forced_reasoning else "loose"
+
+
 def _joined(first: Parsed, second: Parsed) -> Parsed:
     return Parsed(first.reasoning + second.reasoning, first.content + second.content, first.calls + second.calls)
 
@@ -75,18 +83,20 @@ class _Scanner:
 
     def __init__(self, settings: ParserSettings, tools: bool, *, streaming: bool) -> None:
         self.settings = settings
-        self.channel: Channel = "think" if settings.reasoning and not settings.undecided_until_first_marker else "start"
+        self.channel: Channel = _first_channel(settings)
         self.undecided: list[str] = []
         markers = [RESPONSE_OPEN, RESPONSE_CLOSE, MESSAGE_CLOSE]
         if settings.reasoning:
             markers += [THINK_OPEN, THINK_CLOSE, _THINK_CLOSE_ELIDED]
         if tools and settings.recognises_calls:
             markers.append(TOOLS_OPEN)
-        self.markers = tuple(markers)
         # The markers that end an open think block: all of them, or (a parser that leaves
         # it only at its own close) the think close alone.
         ends_early = settings.later_channels_end_think_in_streams if streaming else settings.later_channels_end_think
-        self.think_markers = self.markers if ends_early else tuple(m for m in self.markers if m == THINK_CLOSE)
+        self.think_markers = tuple(markers) if ends_early else tuple(m for m in markers if m == THINK_CLOSE)
+        # Outside the think block: a detector that was not forced into it sees no think close there.
+        think_closes = () if settings.forced_reasoning else (THINK_CLOSE, _THINK_CLOSE_ELIDED)
+        self.markers = tuple(m for m in markers if m not in think_closes)
         self.leak_message_close = streaming and not settings.strips_message_close_in_streams
         self.pending = ""
         self.tools_text = ""

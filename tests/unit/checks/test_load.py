@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from k3conformance.checks.failures import ConformanceFailure
-from k3conformance.checks.load import PhaseTally, check_holds_under_load
+from k3conformance.checks.load import STREAM_CHECKS, PhaseTally, check_holds_under_load, tally
+from k3conformance.endpoint.errors import ErrorClass, RequestError
 
 
 def _tally(streams: int, failures: int) -> PhaseTally:
@@ -28,3 +29,15 @@ def test_a_check_failing_only_under_load_fails_with_both_rates() -> None:
 @pytest.mark.parametrize(("alone", "loaded"), [(0, 0), (3, 3), (2, 9)])
 def test_a_check_failing_alone_too_or_never_is_not_the_lanes_finding(alone: int, loaded: int) -> None:
     check_holds_under_load("calls_match_expected", _tally(29, alone), _tally(32, loaded), 32)
+
+
+def test_a_lane_check_counts_only_the_streams_whose_item_it_concerns() -> None:
+    one_call = {"expected_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}
+    two_calls = {
+        "expected_calls": [*one_call["expected_calls"], {"name": "get_weather", "arguments": {"city": "Rome"}}]
+    }
+    refused = RequestError(ErrorClass.API, "APIStatusError", "HTTP 500", 1, 500)
+    answers = [(refused, one_call), (refused, two_calls), (refused, two_calls)]
+    parallel = tally(STREAM_CHECKS["parallel_calls"], answers, {})
+    assert (parallel.streams, parallel.failures, parallel.layers) == (2, 2, {"api": 2})
+    assert tally(STREAM_CHECKS["calls_match_expected"], answers, {}).streams == 3

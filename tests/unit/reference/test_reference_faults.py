@@ -719,6 +719,9 @@ WHERE_FAULT_CANNOT_APPLY: dict[str, list[tuple[dict[str, Any], bool]]] = {
     "double-finish": [(PLAIN, False)],
     "no-stream-usage": [(PLAIN, False)],  # and streams without include_usage, tested below
     "content-before-reasoning": [(PLAIN, False), (THINKING_OFF, True)],
+    "think-opener-as-text": [(TOOL_TURN, False), (TOOL_TURN, True), (TRUNCATED, False), (TRUNCATED, True)],
+    # Every answer carries usage: its presence check shows that nothing else changes.
+    "prompt-tokens-skewed": [],
     # Only parameters a request leaves out get the server's defaults.
     "own-sampling-defaults": [
         (user(CAPITAL, temperature=1.0, top_p=0.95), False),
@@ -744,7 +747,10 @@ def as_sent(server: RunningServer, body: dict[str, Any], stream: bool) -> list[d
 
 @pytest.mark.parametrize("fault", sorted(CONFORMANCE_FAULTS))
 def test_fault_profile_answers_like_tp8_where_its_fault_cannot_apply(servers: Servers, fault: str) -> None:
-    for body, stream in WHERE_FAULT_CANNOT_APPLY.get(fault, [(PLAIN, False), (PLAIN, True)]):
+    cases = WHERE_FAULT_CANNOT_APPLY.get(fault, [(PLAIN, False), (PLAIN, True)])
+    if not cases:
+        pytest.skip("the fault changes every answer; its presence check compares the rest")
+    for body, stream in cases:
         assert as_sent(servers[fault], body, stream) == as_sent(servers["tp8"], body, stream)
 
 
@@ -1022,6 +1028,51 @@ def a_call_after_an_omitted_think_close_is_lost_in_streams_only(faulty: RunningS
     streamed = answer(faulty, asked, True)
     assert (streamed.tool_calls, streamed.finish_reasons) == ([], ["tool_calls"])
     assert streamed.reasoning is not None and "<|open|>tools<|sep|>" in streamed.reasoning
+
+
+@shows("think-opener-as-text")
+def the_reply_is_raw_markers_and_no_answer(faulty: RunningServer, healthy: RunningServer) -> None:
+    for stream in (False, True):
+        assert answer(healthy, user(CAPITAL), stream).content == "Paris"
+        reply = answer(faulty, user(CAPITAL), stream)
+        # The opener written from text tokens is no marker to the detector, so it never enters the
+        # think block, and the think close outside it is text too.
+        assert (reply.reasoning, reply.content) == (None, "<|open|>think<|sep|<|close|>think<|sep|>")
+        # A call turn opens its think block with the real marker: read as tp8 reads it.
+        asked = user(FORECAST_PROMPT, tools=TOOLS)
+        assert answer(faulty, asked, stream) == answer(healthy, asked, stream)
+
+
+@shows("prompt-tokens-skewed")
+def usage_counts_three_tokens_the_prompt_does_not_hold(faulty: RunningServer, healthy: RunningServer) -> None:
+    def without_usage(server: RunningServer, body: dict[str, Any], stream: bool) -> list[dict[str, Any]]:
+        return [{key: value for key, value in sent.items() if key != "usage"} for sent in as_sent(server, body, stream)]
+
+    for body in (PLAIN, user(FORECAST_PROMPT, tools=TOOLS)):
+        assert completion(healthy, body)["usage"]["prompt_tokens"] == tokenized(healthy, body)
+        assert completion(faulty, body)["usage"]["prompt_tokens"] == tokenized(faulty, body) + 3
+        for stream in (False, True):
+            assert without_usage(faulty, body, stream) == without_usage(healthy, body, stream)
+
+
+def strict_pastry_order(strict: bool) -> dict[str, Any]:
+    tool = function_tool("order_pastry", {"gebäck": {"type": "string"}, "count": {"type": "integer"}})
+    tool["function"]["strict"] = strict
+    return user("Order two pastries.", tools=[tool], tool_choice="required")
+
+
+@shows("ascii-only-property-grammar")
+def a_strict_call_never_carries_a_non_ascii_argument(faulty: RunningServer, healthy: RunningServer) -> None:
+    def argument_names(server: RunningServer, body: dict[str, Any], stream: bool) -> set[str]:
+        calls = answer(server, body, stream).tool_calls
+        assert calls is not None and len(calls) == 1
+        return set(json.loads(calls[0]["function"]["arguments"]))
+
+    for stream in (False, True):
+        assert argument_names(healthy, strict_pastry_order(True), stream) == {"gebäck", "count"}
+        assert argument_names(faulty, strict_pastry_order(True), stream) == {"count"}
+        # Without `strict` no grammar constrains the arguments.
+        assert argument_names(faulty, strict_pastry_order(False), stream) == {"gebäck", "count"}
 
 
 @shows("concurrent-empty-tool-deltas")

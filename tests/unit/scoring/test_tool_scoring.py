@@ -326,7 +326,7 @@ def test_authored_fixture_covers_every_category() -> None:
         "irrelevance": 6,
         "round_trip": 4,
         "named": 2,
-        "edge": 15,
+        "edge": 16,
     }
     assert all(len(item["expected_calls"]) >= 2 for item in document["items"] if item["category"] == "parallel")
     for name, tool in document["tools"].items():
