@@ -169,42 +169,43 @@ def read_records_text(path: Path) -> str:
 
 
 def compress_records(path: Path) -> Path:
-    """Replace a plain records file by its compressed form: written whole and synced, then
-    renamed into place, and only then the plain file removed (an interruption leaves the plain
-    file, which is read first)."""
+    """Replace a plain records file by its compressed form (an interruption leaves the plain file,
+    which is read first)."""
     target = path.with_name(path.name + COMPRESSED_SUFFIX)
-    temporary = path.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        with path.open("rb") as source, temporary.open("wb") as raw:
-            with zstd.open(raw, "wb", level=COMPRESSION_LEVEL) as sink:
-                shutil.copyfileobj(source, sink, 1 << 20)
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    with path.open("rb") as source:
+        _write_whole(source, target, compress=True)
     path.unlink()
     return target
 
 
 def expand_records(run_dir: Path) -> None:
     """Make every records file of a run plain again, so a resumed run appends to it and finds its
-    responses by offset; the same write-whole-then-rename as `compress_records`."""
+    responses by offset."""
     for path in sorted(run_dir.glob(COMPRESSED_GLOB)):
         plain = path.with_name(path.name.removesuffix(COMPRESSED_SUFFIX))
         if not plain.exists():
-            temporary = plain.with_name(f".{plain.name}.{os.getpid()}.tmp")
-            try:
-                with open_records(path) as source, temporary.open("wb") as sink:
-                    shutil.copyfileobj(source, sink, 1 << 20)
-                    sink.flush()
-                    os.fsync(sink.fileno())
-                os.replace(temporary, plain)
-            except BaseException:
-                temporary.unlink(missing_ok=True)
-                raise
+            with open_records(path) as source:
+                _write_whole(source, plain, compress=False)
         path.unlink()
+
+
+def _write_whole(source: io.BufferedIOBase, target: Path, *, compress: bool) -> None:
+    """`target` with what `source` holds, compressed or not: written whole and synced, then renamed
+    into place, so it is never seen half-written."""
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with temporary.open("wb") as raw:
+            if compress:
+                with zstd.open(raw, "wb", level=COMPRESSION_LEVEL) as sink:
+                    shutil.copyfileobj(source, sink, 1 << 20)
+            else:
+                shutil.copyfileobj(source, raw, 1 << 20)
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def iter_whole_lines(path: Path) -> Iterator[bytes]:
