@@ -28,6 +28,17 @@ from run_files import copy_suites
 
 from k3conformance.reference.profiles import get_profile
 from k3conformance.reference.server import RunningServer, start_in_thread
+from k3conformance.sandbox import BACKENDS, backend_info
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each sandbox backend this machine runs (the sandbox's tests run on every one)."""
+    name: str = request.param
+    problem = backend_info(name).problem
+    if problem is not None:
+        pytest.skip(f"the {name} backend does not work on this machine: {problem}")
+    return name
 
 
 @pytest.fixture

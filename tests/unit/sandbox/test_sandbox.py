@@ -40,15 +40,6 @@ from k3conformance.sandbox import backends as sandbox_backends
 QUICK = SandboxLimits(cpu_seconds=2, wall_seconds=6)
 
 
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    name: str = request.param
-    problem = backend_info(name).problem
-    if problem is not None:
-        pytest.skip(f"the {name} backend does not work on this machine: {problem}")
-    return name
-
-
 @pytest.fixture
 def private_tempdir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Where the sandbox makes its work directories during the test, so we can see them go.

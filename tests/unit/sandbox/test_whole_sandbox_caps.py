@@ -14,22 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from k3conformance.sandbox import BACKENDS, SandboxLimits, backend_info, run_python
+from k3conformance.sandbox import SandboxLimits, backend_info, run_python
 from k3conformance.sandbox import process as sandbox_process
 from k3conformance.sandbox.cgroup import CgroupParent, memory_cgroup_parent
 from k3conformance.sandbox.limits import FALLBACK_PROCESSES, MIB, fallback_limits
 from k3conformance.sandbox.workfolder import tmpfs_problem
 
 SMALL_DISK = SandboxLimits(cpu_seconds=10, wall_seconds=20, disk_bytes=32 * MIB, disk_files=200)
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    name: str = request.param
-    problem = backend_info(name).problem
-    if problem is not None:
-        pytest.skip(f"the {name} backend does not work on this machine: {problem}")
-    return name
 
 
 @pytest.fixture
