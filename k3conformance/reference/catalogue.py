@@ -391,6 +391,13 @@ FAULTS: tuple[Fault, ...] = (
         "sglang issue 40751: EP32 with the fused MegaMoE kernel; about half of the long coding outputs loop "
         "until the token limit after a healthy start (0 of 113 on TP8)",
     ),
+    Fault(
+        "dcp-context-drift",
+        "accuracy",
+        "vLLM issue 41623 and the MegaMoE reports on other hardware: with decode context parallelism the output "
+        "drifts into gibberish tokens (not a loop) once the context is long; the longer the context, the likelier "
+        "and the earlier (nothing below 10K context tokens, everything past 64K)",
+    ),
     # the network or the server process: retries and resume must absorb them (transport.py)
     Fault(
         "latency-spikes",

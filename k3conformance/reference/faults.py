@@ -15,6 +15,7 @@ is called from exactly one place:
 - `parser_settings`: how the server's reasoning and tool-call parsers are configured (app.py)
 - `on_message` / `on_stream`: the server's non-streaming message and SSE frames (wire.py)
 - `falls_into_loop` / `looping_reasoning`: long outputs that loop until the token limit (simulator.py)
+- `drift_onset` / `drifted`: decoding that turns to gibberish past a context length (simulator.py)
 
 The healthy profile has no faults, and every hook returns at its first test when it has
 none, so the healthy path costs nothing and stays byte-identical.
@@ -40,7 +41,7 @@ from k3conformance.reference.values import (
     Sampling,
     SimulatedTurn,
 )
-from k3conformance.reference.words import count_tokens
+from k3conformance.reference.words import count_tokens, take_tokens
 from k3conformance.xtml.markup import (
     MESSAGE_CLOSE,
     RESPONSE_CLOSE,
@@ -703,3 +704,70 @@ def looping_reasoning(rng: random.Random, healthy: str, limit: int) -> str:
     block = f"{rng.choice(_LOOP_OPENERS)} the loop bound {rng.choice(('must', 'should', 'has to'))} cover index {rng.randrange(2, 9)} before returning. "
     copies = max(1, (limit - count_tokens(start)) // count_tokens(block) + 1)
     return f"{start} {block * copies}"
+
+
+# --- dcp-context-drift: vLLM issue 41623 ------------------------------------------------
+# Decode context parallelism (and the MegaMoE reports on other hardware): the KV cache split
+# across ranks is read back wrongly once the context is long, and decoding drifts from text
+# into gibberish tokens, not into a clean loop. The damage follows the position in the
+# context, the prompt plus what was generated so far, never the task: each request draws
+# where its decoding goes wrong, uniformly between the two bounds, and every token generated
+# past that position is gibberish. So nothing is garbled below the first bound, a share of
+# the outputs that grows with context between them, and everything past the second. The
+# bounds are a choice on the simulator's scale (one token per word; its 8K, 32K and 128K
+# retrieval prompts hold about 6,200, 24,700 and 98,500): above every conformance prompt
+# and every agent turn with its output (at most about 8,500), below the 32K prompts.
+DRIFT_CONTEXT_TOKENS = (10_000, 65_536)
+# Pieces of subwords and scripts that a drifting decoder strings together. Every piece
+# holds a letter that is not a hex digit (the retrieval answers are six hex digits) and
+# none holds `<` or `|`, so gibberish is never mistaken for an answer or for K3's markup.
+_GIBBERISH_PIECES = (
+    "ization", "ongo", "ström", "мож", "的", "ży", "quux", "tru", "ņa", "ξι", "ilk", "ørn", "ząt", "ного",
+    "ht", "wyn", "yk", "ʻo", "ру", "vx", "ünst", "pr", "ос", "zh", "ily", "々", "ког", "ow", "))", "];",
+    "_{", "ing", "ment", "Δ", "kw", "ył", "oj", "ums", "ти", "gn",
+)  # fmt: skip
+
+
+def drift_onset(faults: frozenset[str], draw: float) -> int | None:
+    """The context position from which this request decodes gibberish; `draw` is uniform on
+    [0, 1) and fixed per request. None on a deployment without the fault."""
+    if "dcp-context-drift" not in faults:
+        return None
+    low, high = DRIFT_CONTEXT_TOKENS
+    return low + int(draw * (high - low))
+
+
+def gibberish(rng: random.Random, tokens: int) -> str:
+    """`tokens` words of two or three random pieces each: garbled, and not a loop."""
+    return " ".join("".join(rng.choice(_GIBBERISH_PIECES) for _ in range(rng.randint(2, 3))) for _ in range(tokens))
+
+
+def drifted(completion: SimulatedTurn, onset: int, rng: random.Random) -> SimulatedTurn:
+    """The completion with every token past context position `onset` turned to gibberish.
+
+    The output keeps its length: the decoder still samples the end of message where the
+    healthy one did. Reasoning comes first, then the answer; a garbled answer carries no
+    tool call (its markup is garbled with it), so the turn ends with `stop`."""
+    kept = max(0, onset - completion.prompt_tokens)
+    if kept >= completion.completion_tokens:
+        return completion
+    reasoning, content = completion.reasoning, completion.content or ""
+    reasoning_tokens = completion.reasoning_tokens
+    answer_tokens = completion.completion_tokens - reasoning_tokens
+    if kept < reasoning_tokens:
+        reasoning = _garbled_from(rng, reasoning, kept, reasoning_tokens)
+        content = gibberish(rng, answer_tokens)
+    elif completion.tool_calls:
+        content = gibberish(rng, answer_tokens)  # the call's markup is among the first tokens garbled
+    else:
+        content = _garbled_from(rng, content, kept - reasoning_tokens, answer_tokens)
+    finish_reason = "stop" if completion.finish_reason == "tool_calls" else completion.finish_reason
+    return dataclasses.replace(
+        completion, reasoning=reasoning, content=content, tool_calls=(), finish_reason=finish_reason
+    )
+
+
+def _garbled_from(rng: random.Random, text: str, kept: int, tokens: int) -> str:
+    healthy = take_tokens(text, kept)
+    garbled = gibberish(rng, tokens - kept)
+    return f"{healthy} {garbled}" if healthy else garbled

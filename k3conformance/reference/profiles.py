@@ -57,6 +57,21 @@ _EP32_MEGAMOE = dataclasses.replace(
     kind="accuracy",
     shape="ep32-megamoe",
 )
+# Decode context parallelism (vLLM issue 41623): healthy on short contexts, gibberish as the
+# context grows; its server reports the arguments of the cookbook's TP8+DCP8 shape.
+_DCP_DRIFT = dataclasses.replace(
+    _TP8,
+    name="dcp-context-drift",
+    description=(
+        "TP8 with decode context parallelism drifting into gibberish as the context grows (vLLM issue 41623): "
+        "short prompts are answered as tp8 answers them; from 10K context tokens (prompt plus output so far) a "
+        "growing share of outputs turns to garbled tokens from a point in the context on, every one past 64K"
+    ),
+    faults=frozenset({"dcp-context-drift"}),
+    base=_TP8.name,
+    kind="accuracy",
+    shape="tp8-dcp8",
+)
 
 # One profile per conformance and transport fault, in the catalogue's order. (The accuracy
 # fault belongs to a layout with its own accuracy, below, not to tp8.)
@@ -72,6 +87,7 @@ PROFILES: dict[str, Profile] = {
     },
     _EP32_DEEPEP.name: _EP32_DEEPEP,
     _EP32_MEGAMOE.name: _EP32_MEGAMOE,
+    _DCP_DRIFT.name: _DCP_DRIFT,
 }
 
 

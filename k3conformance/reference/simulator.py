@@ -152,7 +152,8 @@ class Simulator:
         content: str | None,
         calls: tuple[ToolCall, ...],
     ) -> SimulatedTurn:
-        """The planned answer within the budget, unless its length makes a faulty kernel loop."""
+        """The planned answer within the budget, unless its length makes a faulty kernel loop
+        or its context makes faulty decoding drift into gibberish."""
         faults = self.profile.faults
         planned = count_tokens(reasoning) + count_tokens(content or "") + sum(count_tokens(c.arguments) for c in calls)
         draw = _unit_draw("loop", request_seed)
@@ -162,6 +163,9 @@ class Simulator:
             looping = fault_hooks.looping_reasoning(rng, reasoning, budgeted.max_tokens or 0)
             return fault_hooks.on_completion(faults, _within_budget(budgeted, looping, "", ()))
         completion = _within_budget(request, reasoning, content, calls)
+        onset = fault_hooks.drift_onset(faults, _unit_draw("drift", request_seed))
+        if onset is not None:
+            completion = fault_hooks.drifted(completion, onset, rng)
         if not fault_hooks.usage_counts_tools(faults):
             completion = dataclasses.replace(completion, prompt_tokens=prompt_tokens(request, with_tools=False))
         return fault_hooks.on_completion(faults, completion)

@@ -1,6 +1,7 @@
 """The reference deployment's accuracy profiles (a simulator): the published EP32 results of
 sglang issue 40751, which only the gate's comparison with a tp8 baseline can catch. MegaMoE's
-loops follow the length of the output and of the context, never the suite."""
+loops follow the length of the output and of the context, never the suite; decode context
+parallelism's gibberish (vLLM issue 41623) follows the context alone."""
 
 from __future__ import annotations
 
@@ -13,7 +14,14 @@ from k3conformance.agent.loop import task_prompt
 from k3conformance.agent.tasks import load_tasks
 from k3conformance.agent.tools import TOOL_SPECS
 from k3conformance.reference.answer_key import AnswerKey
-from k3conformance.reference.faults import LOOP_CONTEXT_TOKENS, LOOP_OUTPUT_TOKENS, falls_into_loop, loop_risk
+from k3conformance.reference.faults import (
+    DRIFT_CONTEXT_TOKENS,
+    LOOP_CONTEXT_TOKENS,
+    LOOP_OUTPUT_TOKENS,
+    drift_onset,
+    falls_into_loop,
+    loop_risk,
+)
 from k3conformance.reference.profiles import get_profile, profiles_of_kind
 from k3conformance.reference.simulator import Simulator
 from k3conformance.reference.values import FixtureItem, SimulatedTurn
@@ -47,10 +55,10 @@ def share(predicate: list[bool]) -> float:
 
 
 def test_the_accuracy_profiles() -> None:
-    assert profiles_of_kind("accuracy") == ["ep32-deepep", "ep32-megamoe"]
+    assert profiles_of_kind("accuracy") == ["dcp-context-drift", "ep32-deepep", "ep32-megamoe"]
 
 
-@pytest.mark.parametrize("profile", ["ep32-deepep", "ep32-megamoe"])
+@pytest.mark.parametrize("profile", ["ep32-deepep", "ep32-megamoe", "dcp-context-drift"])
 def test_correct_answers_are_a_subset_of_tp8s(profile: str) -> None:
     """Draws depend only on (item, seed): a pair of runs differs by the layout's loss alone."""
     for item in items(CODING | {"math"}):
@@ -131,3 +139,44 @@ def test_megamoe_loops_on_agent_turns_that_write_whole_modules() -> None:
     assert outcomes["ep32-megamoe"][-1].finish_reason == "length"
     assert detect(outcomes["ep32-megamoe"][-1].reasoning).looping
     assert [turn.finish_reason for turn in outcomes["ep32-deepep"]][-1] == "tool_calls"
+
+
+def filler_prompt(tokens: int) -> dict[str, object]:
+    """A prompt of about `tokens` simulator tokens (one per word) and a short question."""
+    filler = " ".join(f"word{i % 97}" for i in range(tokens))
+    return {"messages": [{"role": "user", "content": f"{filler}\nWhat is 2 + 2?"}], "max_tokens": 3000}
+
+
+def test_drift_onset_lies_between_the_context_bounds_and_only_with_the_fault() -> None:
+    low, high = DRIFT_CONTEXT_TOKENS
+    assert drift_onset(frozenset({"dcp-context-drift"}), 0.0) == low
+    assert low < drift_onset(frozenset({"dcp-context-drift"}), 0.5) < high  # type: ignore[operator]
+    assert drift_onset(frozenset({"dcp-context-drift"}), 0.999999) == high - 1
+    assert drift_onset(frozenset({"fused-moe-loop"}), 0.0) is None
+
+
+def test_dcp_drift_answers_every_short_item_as_tp8_does() -> None:
+    """Below the first bound nothing changes, whatever the suite: coding, math, anything graded."""
+    for item in items(CODING | {"math"}):
+        for seed in SEEDS:
+            assert ask("dcp-context-drift", item, seed) == ask("tp8", item, seed), item.id
+
+
+def test_dcp_drift_share_grows_with_context_and_is_gibberish_not_a_loop() -> None:
+    """The share of garbled outputs rises with the prompt's length; a garbled output keeps its
+    length and finish reason, and the repetition detector does not call it a loop."""
+    low, high = DRIFT_CONTEXT_TOKENS
+    garbled_share = []
+    for tokens in (low - 2_000, (low + high) // 2, high):
+        drifted = []
+        for seed in range(40):
+            body = {**filler_prompt(tokens), "seed": seed}
+            healthy = simulator("tp8").complete(body)
+            turn = simulator("dcp-context-drift").complete(body)
+            assert turn.completion_tokens == healthy.completion_tokens and turn.finish_reason == "stop"
+            drifted.append(turn != healthy)
+            if turn != healthy:
+                assert turn.content != healthy.content and "<|" not in (turn.content or "")
+                assert not detect(turn.reasoning + " " + (turn.content or "")).looping
+        garbled_share.append(share(drifted))
+    assert garbled_share[0] == 0.0 and 0.2 < garbled_share[1] < 0.8 and garbled_share[2] == 1.0
