@@ -369,7 +369,7 @@ def _adjust_for_the_family(result: GateResult) -> None:
     ]
     for (suite, name), adjusted in zip(keys, holm(p_values), strict=True):
         if name is None:
-            result.accuracy[suite] = result.accuracy[suite].adjusted(adjusted)
+            result.accuracy[suite] = result.accuracy[suite].adjusted(adjusted, tests=len(keys))
         else:
             result.rates[suite][name] = result.rates[suite][name].adjusted(adjusted)
 
@@ -396,8 +396,9 @@ def _accuracy_finding(suite: str, comparison: ScoreComparison) -> Finding | None
         detectable = _points(comparison.min_detectable_drop, sign=False)
         return Finding(
             INCONCLUSIVE,
-            f"{suite}: accuracy {change} {interval}; drops under {detectable} cannot be detected with "
-            f"{comparison.items} items; {comparison.to_decide}",
+            f"{suite}: accuracy {change} {interval}"
+            + (f" ({comparison.not_fail_because})" if comparison.not_fail_because else "")
+            + f"; drops under {detectable} cannot be detected with {comparison.items} items; {comparison.to_decide}",
             suite,
             ABOUT_ACCURACY,
         )
