@@ -124,7 +124,8 @@ def deciding_rules(entry: SuiteVerdict) -> list[str]:
 
 def cell_text(entry: SuiteVerdict | None) -> str:
     """`FAIL -12.5 [-44.5, +20.4] by sequential gate: looping monitor`: verdict, effect, interval, and the
-    rule when it is not the plain accuracy comparison."""
+    rule when it is not the plain accuracy comparison; and, for an interval beyond the margin that
+    is not FAIL, why (the interval is not Holm-adjusted)."""
     if entry is None:
         return "—"
     text = entry.verdict
@@ -133,6 +134,8 @@ def cell_text(entry: SuiteVerdict | None) -> str:
     rules = [rule for rule in deciding_rules(entry) if not rule.startswith("accuracy (")]
     if rules and entry.verdict != "PASS":
         text += " by " + "; ".join(rules)
+    if entry.interval_note:
+        text += f" ({entry.interval_note})"
     return text
 
 

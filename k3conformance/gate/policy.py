@@ -12,15 +12,25 @@ on B300 and MI355X, or on two serving-stack versions, have the same width and ar
 same deployment. Any difference, and anything that cannot be determined, requires the
 long-output coding and the math suites on both runs: the layout and kernel regressions on
 record show in long outputs while math stays fine.
+
+llama.cpp has none of SGLang's shape settings, so a run against it has no shape to read. When
+both runs are llama.cpp deployments with their launch settings recorded
+(deployment/llamacpp_identity.py), `/props` and the launch settings are the whole identity and
+nothing is unknown: identical records need nothing more, and a difference requires every
+accuracy suite the baseline scored. Kimi K3's two suites are still required when the model may
+be a Kimi model, or the baseline scored no accuracy suite at all. Measured on the real engine
+(docs/real-engine.md): before this, even a bit-identical llama.cpp rerun was INCOMPLETE, since
+a 135M model runs neither K3 suite.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from k3conformance.deployment.llamacpp_identity import LlamaCppDeployment
 from k3conformance.deployment.shapes import ATTN_DP_SIZE, SERVER_ARG_NAMES, WIDTH_FIELDS, ShapeSettings, width_of
 from k3conformance.options import COMPARED_SETTINGS
 
@@ -48,6 +58,11 @@ _NOT_IDENTITY = frozenset(
         "enable_metrics",
     }
 )
+# llama.cpp's /props fields that differ between two launches of one deployment: a marker drawn
+# at random at every launch, and whether the server was idle at that moment. Left out when two
+# runs are compared, not from a run's sealed identity (gate/identity.py), so that runs sealed
+# before they were left out still read back as sealed.
+_PER_LAUNCH = frozenset({"media_marker", "is_sleeping"})
 # A difference list longer than this is cut, with a count of the rest.
 _SHOWN_DIFFERENCES = 8
 
@@ -146,7 +161,7 @@ def deployment_differences(baseline: Mapping[str, str] | None, candidate: Mappin
     changed = [
         f"{key}: {baseline.get(key, '(not recorded)')} → {candidate.get(key, '(not recorded)')}"
         for key in sorted(baseline.keys() | candidate.keys())
-        if baseline.get(key) != candidate.get(key)
+        if baseline.get(key) != candidate.get(key) and key.rsplit(".", 1)[-1] not in _PER_LAUNCH
     ]
     if not changed:
         return []
@@ -160,6 +175,28 @@ def shape_policy(
 ) -> ShapePolicy:
     differs = material_differences(baseline, candidate) + list(other_differences)
     return ShapePolicy(differs=differs, required_suites=REQUIRED_SUITES if differs else ())
+
+
+def llamacpp_policy(
+    baseline: LlamaCppDeployment,
+    candidate: LlamaCppDeployment,
+    identity_differences: Sequence[str],
+    *,
+    models: Sequence[str | None],
+    baseline_suites: Collection[str],
+) -> ShapePolicy:
+    """The policy for two llama.cpp deployments, each known whole (`/props` and its launch
+    settings): `identity_differences` (deployment_differences of the two) are all there is to
+    differ. A difference requires the accuracy suites the baseline scored, all of them; Kimi
+    K3's suites when the model may be a Kimi model (any of `models`, the runs' model ids), or
+    when the baseline scored none (nothing to hold the candidate to is not a pass)."""
+    differs = list(identity_differences)
+    if not differs:
+        return ShapePolicy(differs=[], required_suites=())
+    kimi = any(side.may_serve_kimi(model) for side in (baseline, candidate) for model in models)
+    if kimi or not baseline_suites:
+        return ShapePolicy(differs=differs, required_suites=REQUIRED_SUITES)
+    return ShapePolicy(differs=differs, required_suites=tuple(sorted(baseline_suites)))
 
 
 def _recorded(summary: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -31,6 +31,11 @@ READING = (
 )
 
 
+# Marks a verdict whose interval lies beyond the margin though it is not FAIL; the reason is
+# printed under the table.
+NOTE_MARK = "†"
+
+
 def _pts(share: float) -> str:
     return f"{share * 100:+.1f}"
 
@@ -45,10 +50,16 @@ def _accuracy_rows(result: GateResult) -> list[list[str]]:
             f"{_pts(comparison.difference)} [{_pts(comparison.lower)}, {_pts(comparison.upper)}]",
             f"{comparison.min_detectable_drop * 100:.1f}",
             f"{comparison.items}",
-            comparison.verdict,
+            comparison.verdict + (NOTE_MARK if comparison.not_fail_because else ""),
         ]
         for suite, comparison in sorted(result.accuracy.items())
     ]
+
+
+def _interval_notes(notes: list[tuple[str, str | None]]) -> list[str]:
+    """The lines under a table that explain each marked verdict: an interval beyond the margin
+    beside a verdict that is not FAIL is a contradiction unless it says why."""
+    return [f"{NOTE_MARK} {suite}: {note}" for suite, note in notes if note]
 
 
 def _rate_rows(result: GateResult) -> list[list[str]]:
@@ -96,7 +107,7 @@ def _suite_rows(verdicts: GateVerdicts) -> list[list[str]]:
             else ""
         )
         drop = f"{entry.min_detectable_drop * 100:.1f}" if entry.min_detectable_drop is not None else ""
-        rows.append([name, entry.verdict, rules, effect, drop])
+        rows.append([name, entry.verdict + (NOTE_MARK if entry.interval_note else ""), rules, effect, drop])
     for rule in verdicts.run_rules:
         rows.append(["(the run)", rule.verdict, f"{rule.rule}: {rule.reason}", "", ""])
     return rows
@@ -118,18 +129,21 @@ def _sections(result: GateResult, table_format: str) -> list[tuple[str, list[str
     verdicts = suite_verdicts(result)
     if verdicts.suites or verdicts.run_rules:
         table = tabulate(_cells(_suite_rows(verdicts), clean), headers=_SUITE_HEADERS, tablefmt=table_format)
+        notes = _interval_notes([(name, entry.interval_note) for name, entry in sorted(verdicts.suites.items())])
         blocks.append(
             (
                 "Verdict per suite (every rule that decided it; the gate's verdict is the worst of them)",
-                table.splitlines(),
+                [*table.splitlines(), *([""] if notes else []), *(clean(note) for note in notes)],
             )
         )
     if result.accuracy:
         table = tabulate(_cells(_accuracy_rows(result), clean), headers=_ACCURACY_HEADERS, tablefmt=table_format)
+        notes = _interval_notes([(name, c.not_fail_because) for name, c in sorted(result.accuracy.items())])
         blocks.append(
             (
-                f"Accuracy against the baseline (paired by item, {confidence}% interval, margins per suite)",
-                table.splitlines(),
+                f"Accuracy against the baseline (paired by item, {confidence}% interval before the Holm adjustment, "
+                "margins per suite)",
+                [*table.splitlines(), *([""] if notes else []), *(clean(note) for note in notes)],
             )
         )
     rates = _rate_rows(result)

@@ -65,6 +65,9 @@ class SuiteVerdict:
     min_detectable_drop: float | None = None
     items: int | None = None
     failing_checks: list[str] = field(default_factory=list)
+    # Why the interval lies beyond the margin and the verdict is not FAIL (the interval is not
+    # Holm-adjusted; the FAIL test's p-value is): shown wherever the interval is.
+    interval_note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -120,6 +123,8 @@ def suite_verdicts(result: GateResult) -> GateVerdicts:
             suite.interval = (comparison.lower, comparison.upper)
             suite.min_detectable_drop = comparison.min_detectable_drop
             suite.items = comparison.items
+            if suite.verdict != FAIL:
+                suite.interval_note = comparison.not_fail_because
     return GateVerdicts(result.verdict, suites, run_rules)
 
 

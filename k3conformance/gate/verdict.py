@@ -10,6 +10,8 @@ Four kinds of evidence, each with its own verdict (see stats/paired.py for the t
   long-output coding and the math suites ran on both runs. The published regression this
   rule exists for (EP32 with a fused MoE kernel: coding 68% → 42%, half the outputs
   looping) left a math check looking fine.
+  Two llama.cpp deployments, each known whole, need every suite the baseline scored instead,
+  unless the model may be a Kimi model.
 
 It fails closed: missing evidence is INCOMPLETE, never PASS. A suite the baseline scored
 and the candidate did not, a required suite missing from either run, a candidate that
@@ -34,10 +36,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from k3conformance.deployment.cookbook import read_run_shape
+from k3conformance.deployment.llamacpp_identity import llamacpp_deployment
 from k3conformance.gate.evidence import judged_on_records
 from k3conformance.gate.policy import (
     deployment_differences,
     deployment_identity,
+    llamacpp_policy,
     settings_differences,
     shape_policy,
 )
@@ -369,7 +373,7 @@ def _adjust_for_the_family(result: GateResult) -> None:
     ]
     for (suite, name), adjusted in zip(keys, holm(p_values), strict=True):
         if name is None:
-            result.accuracy[suite] = result.accuracy[suite].adjusted(adjusted)
+            result.accuracy[suite] = result.accuracy[suite].adjusted(adjusted, tests=len(keys))
         else:
             result.rates[suite][name] = result.rates[suite][name].adjusted(adjusted)
 
@@ -396,8 +400,9 @@ def _accuracy_finding(suite: str, comparison: ScoreComparison) -> Finding | None
         detectable = _points(comparison.min_detectable_drop, sign=False)
         return Finding(
             INCONCLUSIVE,
-            f"{suite}: accuracy {change} {interval}; drops under {detectable} cannot be detected with "
-            f"{comparison.items} items; {comparison.to_decide}",
+            f"{suite}: accuracy {change} {interval}"
+            + (f" ({comparison.not_fail_because})" if comparison.not_fail_because else "")
+            + f"; drops under {detectable} cannot be detected with {comparison.items} items; {comparison.to_decide}",
             suite,
             ABOUT_ACCURACY,
         )
@@ -603,8 +608,22 @@ def _shape_finding(baseline: StoredRun, candidate: StoredRun) -> ShapeFinding:
         identity = deployment_identity(run.summary.get("server_info"), run.summary.get("launch"))
         sides.append((shape, shown, identity))
     (base_shape, base_shown, base_identity), (cand_shape, cand_shown, cand_identity) = sides
-    base_settings, cand_settings = base_shape.settings, cand_shape.settings
-    decision = shape_policy(base_settings, cand_settings, deployment_differences(base_identity, cand_identity))
+    identity_differences = deployment_differences(base_identity, cand_identity)
+    base_llamacpp, cand_llamacpp = (
+        llamacpp_deployment(run.summary.get("server_info"), run.summary.get("launch")) for run in (baseline, candidate)
+    )
+    if base_llamacpp is not None and cand_llamacpp is not None:
+        base_shown = f"{baseline.summary['shape']}: {base_llamacpp.described}"
+        cand_shown = f"{candidate.summary['shape']}: {cand_llamacpp.described}"
+        decision = llamacpp_policy(
+            base_llamacpp,
+            cand_llamacpp,
+            identity_differences,
+            models=[run.summary.get("model") for run in (baseline, candidate)],
+            baseline_suites=baseline.scored_suites(),
+        )
+    else:
+        decision = shape_policy(base_shape.settings, cand_shape.settings, identity_differences)
     missing = tuple(suite for suite in decision.required_suites if suite not in candidate.scored_suites())
     missing_in_baseline = tuple(suite for suite in decision.required_suites if suite not in baseline.scored_suites())
     return ShapeFinding(

@@ -12,11 +12,13 @@ between words). Every such run in the text is found, wherever it is, and
 qualifies as one of the kinds below:
 
 - short-token: the block holds one or two distinct tokens, words or sentence punctuation,
-  at least one a word ("hmm, hmm, hmm," "Wait, Wait," "嗯，嗯，"), and the run covers at least `min_short_token_run` tokens, outside
-  fenced code. Runs with punctuation or numbers (`|---|` rows, `0, 0, 0,`, `| Yes | Yes |`
-  cells) are structure, and so are `None, None, None` in code; no natural text says one
-  word two dozen times in a row (GATE_NOTES, the correction on repetition: MiMo-Code's
-  3-distinct-token guard, kept below for blocks, misses these).
+  at least one a word ("hmm, hmm, hmm," "Wait, Wait," "嗯，嗯，"), or a word and a number
+  ("Cat 3:" line after line, a real SmolLM2 loop), and the run covers at least
+  `min_short_token_run` tokens, outside fenced code. Runs with punctuation or numbers alone
+  (`|---|` rows, `0, 0, 0,`, `| Yes | Yes |` cells) are structure, and so are
+  `None, None, None` in code; no natural text says one word two dozen times in a row
+  (GATE_NOTES, the correction on repetition: MiMo-Code's 3-distinct-token guard, kept below
+  for blocks, misses these).
 - block: the block holds at least `min_distinct_tokens` distinct tokens and
   `min_block_chars` characters, with no upper bound (a 5,000-character paragraph repeated
   is a loop too), and repeats at least `min_repeats` times.
@@ -31,8 +33,11 @@ qualifies as one of the kinds below:
   three shapes are issue 21's reproduction 12.
 - counter: the block repeats only once its numbers are masked ("Step 14: let me check
   again. Step 15: let me check again."), at least `min_counter_repeats` times, holds at
-  least `min_counter_words` distinct words, and every number in it moves as a counter
-  does: each number position across the copies is constant or an arithmetic progression,
+  least `min_counter_words` distinct words (or one or two, with `min_few_word_counter_repeats`
+  copies and nothing of code or markup in it: "17. house 4\n18. house 4", the real SmolLM2
+  loop; a table row with a counter, "| feature 12 | Yes | Yes |", or unrolled tests,
+  "def test_x_7(): assert f(7) == 7", are structure), and every number in it moves as a
+  counter does: each number position across the copies is constant or an arithmetic progression,
   and at least one moves. A list whose numbers carry data (latencies, squares, dates with
   weekdays) has positions that are not progressions and stays healthy; this is also what
   misses a counter loop that computes something non-linear in each step.
@@ -88,6 +93,7 @@ def _bare(piece: str) -> str:
 
 
 _DIGITS = re.compile(r"\d+")
+_NUMBER = re.compile(r"\d+[.,;:!?…、，。！？；：]*")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)", re.MULTILINE)
 
 _EXCERPT_CHARS = 200
@@ -111,6 +117,10 @@ class RepetitionConfig:
     min_short_token_run: int = 24
     min_counter_repeats: int = 8
     min_counter_words: int = 3
+    # A counter block with one or two distinct words ("12. house 4") is a loop only with this
+    # many copies and no code or markup character: a numbered list of one repeated word a dozen
+    # items long is still a list; SmolLM2's real loops of this shape ran 20 to 24 copies.
+    min_few_word_counter_repeats: int = 16
     # A block shorter than min_block_chars ("i = i + 1", "n += 1", "a b c") is a loop only with
     # this many copies: healthy text repeats a short line a few times, never dozens.
     min_short_block_repeats: int = 24
@@ -136,7 +146,12 @@ class RepetitionConfig:
     def __post_init__(self) -> None:
         if not 1 <= self.min_block_chars <= self.max_block_chars:
             raise ValueError("need 1 <= min_block_chars <= max_block_chars")
-        if self.min_repeats < 2 or self.min_escaped_repeats < 2 or self.min_counter_repeats < 2:
+        if (
+            self.min_repeats < 2
+            or self.min_escaped_repeats < 2
+            or self.min_counter_repeats < 2
+            or self.min_few_word_counter_repeats < 2
+        ):
             raise ValueError(
                 "min_repeats, min_escaped_repeats and min_counter_repeats must be at least 2: one copy is not a repeat"
             )
@@ -334,12 +349,27 @@ def _qualify(tokens: _Tokens, period: int, first: int, stop: int, config: Repeti
 
 
 def _is_short_token_run(distinct: set[str], length: int, config: RepetitionConfig) -> bool:
-    """One or two words or sentence punctuation, at least one a word, `min_short_token_run` long."""
+    """One or two words or sentence punctuation, at least one a word, or a word and a number
+    ("Cat 3:"), `min_short_token_run` long."""
     return (
         length >= config.min_short_token_run
         and any(_is_word(word) for word in distinct)
-        and all(_is_word(word) or _is_sentence_punctuation(word) for word in distinct)
+        and all(_is_word(word) or _is_sentence_punctuation(word) or _is_number(word) for word in distinct)
     )
+
+
+# Characters of code and markup: a counter block of one or two words holding any of them is an
+# unrolled test ("def test_x_7(): assert f(7) == 7"), a table row or a formula, not a loop.
+_CODE_CHARACTERS = frozenset("()[]{}<>=|_/\\`#*+^&%$@~")
+
+
+def _is_plain(token: str) -> bool:
+    return not any(character in _CODE_CHARACTERS for character in token)
+
+
+def _is_number(token: str) -> bool:
+    """Digits with sentence punctuation around them ("3:", "12,", "(4)." is not: brackets are structure)."""
+    return bool(_NUMBER.fullmatch(token))
 
 
 def _is_punctuation_run(distinct: set[str], length: int, config: RepetitionConfig) -> bool:
@@ -379,8 +409,12 @@ def _unspaced_loops(tokens: _Tokens, config: RepetitionConfig) -> list[Loop]:
 def _qualify_counter(tokens: _Tokens, period: int, first: int, stop: int, config: RepetitionConfig) -> Loop | None:
     """The counter loop made by tokens[first:stop] once digits are masked, if it is one."""
     repeats = (stop - first) // period
-    words = {word.strip(string.punctuation) for word in tokens.words(first, first + period) if _is_word(word)}
-    if repeats < config.min_counter_repeats or len(words) < config.min_counter_words:
+    block = tokens.words(first, first + period)
+    words = {word.strip(string.punctuation) for word in block if _is_word(word)}
+    if repeats < config.min_counter_repeats or not words:
+        return None
+    few_words = len(words) < config.min_counter_words
+    if few_words and (repeats < config.min_few_word_counter_repeats or not all(map(_is_plain, block))):
         return None
     copies = [
         [int(number) for word in tokens.words(start, start + period) for number in _DIGITS.findall(word)]

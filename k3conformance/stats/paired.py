@@ -112,17 +112,49 @@ class ScoreComparison:
     verdict: Verdict
     # For INCONCLUSIVE: what would decide it.
     to_decide: str | None
+    # Why the verdict is not FAIL though the interval lies wholly beyond the margin (the
+    # interval is the unadjusted one-sided pair; FAIL needs the p-value too): None otherwise.
+    not_fail_because: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def adjusted(self, adjusted_p_value: float) -> ScoreComparison:
-        """The same comparison with its FAIL test at a family-adjusted p-value."""
+    def adjusted(self, adjusted_p_value: float, tests: int = 1) -> ScoreComparison:
+        """The same comparison with its FAIL test at a p-value Holm-adjusted over `tests` tests."""
         verdict = _score_verdict(self.lower, self.upper, adjusted_p_value, self.margin, self.alpha)
         to_decide = self.to_decide
         if verdict == INCONCLUSIVE and to_decide is None:
             to_decide = _to_decide(self.difference, self.standard_error, self.items, self.margin, self.alpha)
-        return replace(self, adjusted_p_value=adjusted_p_value, verdict=verdict, to_decide=to_decide)
+        because = _not_fail_because(
+            verdict, self.upper, self.margin, self.p_value, adjusted_p_value, self.alpha, self.method, tests
+        )
+        return replace(
+            self, adjusted_p_value=adjusted_p_value, verdict=verdict, to_decide=to_decide, not_fail_because=because
+        )
+
+
+def _not_fail_because(
+    verdict: Verdict,
+    upper: float,
+    margin: float,
+    p_value: float,
+    adjusted_p_value: float,
+    alpha: float,
+    method: str,
+    tests: int,
+) -> str | None:
+    """Why an interval wholly beyond the margin sits beside a verdict that is not FAIL. The
+    interval is the plain one-sided (1 - alpha) pair; FAIL also needs the FAIL test's p-value,
+    Holm-adjusted over the gate's tests, at or under alpha. None when they do not disagree."""
+    if verdict == FAIL or upper >= -margin:
+        return None
+    test = "exact McNemar" if method == TANGO else "paired t"
+    if p_value > alpha:
+        return f"interval beyond the margin, but the loss is not shown: {test} p {p_value:.2g} > α {alpha:g}"
+    return (
+        f"interval beyond the margin before adjustment, but the loss is not shown: {test} p {p_value:.2g}, "
+        f"Holm-adjusted over {tests} tests {adjusted_p_value:.2g} > α {alpha:g}"
+    )
 
 
 def compare_scores(
@@ -177,6 +209,7 @@ def compare_scores(
         min_detectable_drop=margin + (_z(1 - alpha) + _z(POWER)) * error,
         verdict=verdict,
         to_decide=None if verdict != INCONCLUSIVE else _to_decide(difference, error, count, margin, alpha),
+        not_fail_because=_not_fail_because(verdict, upper, margin, p_value, p_value, alpha, method, 1),
     )
 
 

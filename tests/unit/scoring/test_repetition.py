@@ -224,6 +224,37 @@ def test_escaped_counter_loop() -> None:
     assert report.looping and report.kind == "counter" and report.escaped
 
 
+def test_one_word_counter_loop() -> None:
+    """SmolLM2-135M's real loop (fixtures/repetition/real_smollm2.json, repeat-word-003): one
+    word and a counter, line after line to the token limit."""
+    report = detect("".join(f"{n}. house 4\n" for n in range(1, 25)))
+    assert report.looping and report.kind == "counter" and report.tail_loop
+    assert report.loop_repeats >= 16
+
+
+def test_a_short_numbered_list_of_one_word_is_healthy() -> None:
+    """Under 16 copies a numbered list of one repeated word is still a list (asked for or not)."""
+    assert_healthy(detect("".join(f"{n}. house\n" for n in range(1, 13))))
+
+
+@pytest.mark.parametrize(
+    "row",
+    ["| item {n} | Yes |\n", "def test_x_{n}(): assert f({n}) == {n}\n", "x[{n}] = {n}\n"],
+    ids=["table row", "unrolled test", "assignment"],
+)
+def test_a_counter_of_one_or_two_words_in_code_or_a_table_is_structure(row: str) -> None:
+    assert_healthy(detect("".join(row.format(n=n) for n in range(1, 60))))
+
+
+def test_a_word_and_a_number_line_after_line() -> None:
+    """SmolLM2-135M's real loop (repeat-word-013): "Cat 3:" 32 times. A word and a number are
+    two tokens; the number alone would be structure (`0, 0, 0`)."""
+    report = detect("Cat 3:\n" * 32)
+    assert report.looping and report.kind == "short-token" and report.tail_loop
+    assert_healthy(detect("Cat 3:\n" * 8 + "That is all."))
+    assert_healthy(detect("3: 4:\n" * 40))
+
+
 def test_numbered_list_carrying_data_is_not_a_counter_loop() -> None:
     """Every number position must move as a counter; squares do not."""
     rows = "".join(f"Row {n}: the square of this value is {n * n} exactly. " for n in range(1, 300))
