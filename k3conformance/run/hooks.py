@@ -396,7 +396,7 @@ class RunHooks:
             from k3conformance.run.sequential import feed_report
 
             announcement = feed_report(state, report)
-            terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+            terminal = self.config.pluginmanager.get_plugin("terminalreporter") if announcement else None
             if announcement is not None and terminal is not None:
                 terminal.ensure_newline()
                 terminal.write_line(announcement, bold=True)

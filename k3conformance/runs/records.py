@@ -80,18 +80,9 @@ def records_file(run_dir: Path, process: str) -> Path:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with temporary.open("w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=True, default=str)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        # Interrupted half-way (Ctrl-C, SIGTERM): the old file stands, and no half-written copy is left.
-        temporary.unlink(missing_ok=True)
-        raise
+    """`path` with `data` as JSON, never seen half-written (an interruption leaves the old file)."""
+    text = json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+    _write_whole(io.BytesIO(text.encode("utf-8")), path, compress=False)
 
 
 class UnreadableJson(ValueError):
