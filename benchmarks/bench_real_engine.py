@@ -70,6 +70,7 @@ CELLS: tuple[Cell, ...] = (
     Cell("weights noise 0.03", "regression", noise=0.03),
     Cell("weights noise 0.04", "regression", noise=0.04),
     Cell("weights noise 0.05", "regression", noise=0.05),
+    Cell("weights noise 0.07", "regression", noise=0.07),
     Cell("weights noise 0.1", "regression", noise=0.1),
     Cell("weights noise 0.2", "regression", noise=0.2),
     Cell("RoPE base x0.5", "regression", (f"rope_freq_base={ROPE_BASE / 2:g}",)),
@@ -180,7 +181,8 @@ def run_matrix(cells: Sequence[Cell], seeds: Sequence[int], items: int, out: Pat
                 cell_model = model
                 if cell.noise:
                     cell_model = Path(folder) / "noisy.gguf"
-                    perturb_model(model, cell_model, cell.noise, seed=seed * 1000 + index)
+                    # The draw depends on the seed and the cell, not on which cells this invocation runs.
+                    perturb_model(model, cell_model, cell.noise, seed=seed * 1000 + CELLS.index(cell))
                 try:
                     run = run_suites_on_llamacpp(
                         project,

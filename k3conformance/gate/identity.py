@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from k3conformance.gate.policy import deployment_identity
+from k3conformance.gate.policy import deployment_identity, is_per_launch
 from k3conformance.options import COMPARED_SETTINGS
 from k3conformance.runs.records import UnreadableJson, read_json, write_json_atomic
 
@@ -76,7 +76,9 @@ def read_sealed(run_dir: Path) -> dict[str, Any] | None:
 
 
 def identity_differences(sealed: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-    """Each part of the identity that differs, as `part: sealed → current` (flattened one level)."""
+    """Each part of the identity that differs, as `part: sealed → current` (flattened one level).
+    A deployment field drawn anew at every launch (llama.cpp's media marker) is no difference: a
+    resume against the same server relaunched is the same run."""
     differences = []
     for key in sorted(sealed.keys() | current.keys()):
         was, now = sealed.get(key), current.get(key)
@@ -84,7 +86,7 @@ def identity_differences(sealed: Mapping[str, Any], current: Mapping[str, Any]) 
             differences += [
                 f"{key}.{name}: {_shown(was.get(name))} → {_shown(now.get(name))}"
                 for name in sorted(was.keys() | now.keys())
-                if was.get(name) != now.get(name)
+                if was.get(name) != now.get(name) and not (key == "deployment" and is_per_launch(name))
             ]
         elif was != now:
             differences.append(f"{key}: {_shown(was)} → {_shown(now)}")

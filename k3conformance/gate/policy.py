@@ -60,9 +60,14 @@ _NOT_IDENTITY = frozenset(
 )
 # llama.cpp's /props fields that differ between two launches of one deployment: a marker drawn
 # at random at every launch, and whether the server was idle at that moment. Left out when two
-# runs are compared, not from a run's sealed identity (gate/identity.py), so that runs sealed
-# before they were left out still read back as sealed.
+# runs are compared and when a run is held to its seal (gate/identity.py), not from the sealed
+# identity itself, so that runs sealed before they were left out still read back as sealed.
 _PER_LAUNCH = frozenset({"media_marker", "is_sleeping"})
+
+
+def is_per_launch(key: str) -> bool:
+    """Whether a flattened deployment-identity key is a field one deployment changes at every launch."""
+    return key.rsplit(".", 1)[-1] in _PER_LAUNCH
 # A difference list longer than this is cut, with a count of the rest.
 _SHOWN_DIFFERENCES = 8
 
@@ -161,7 +166,7 @@ def deployment_differences(baseline: Mapping[str, str] | None, candidate: Mappin
     changed = [
         f"{key}: {baseline.get(key, '(not recorded)')} → {candidate.get(key, '(not recorded)')}"
         for key in sorted(baseline.keys() | candidate.keys())
-        if baseline.get(key) != candidate.get(key) and key.rsplit(".", 1)[-1] not in _PER_LAUNCH
+        if baseline.get(key) != candidate.get(key) and not is_per_launch(key)
     ]
     if not changed:
         return []

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from k3conformance.gate.identity import identity_differences, identity_of
 from k3conformance.gate.policy import REQUIRED_SUITES
 from k3conformance.gate.settings import GateSettings
 from k3conformance.gate.verdict import GateResult, judge
@@ -150,3 +151,15 @@ def test_llamacpp_against_sglang_is_not_a_llamacpp_comparison() -> None:
     result = gate(llamacpp_run(), sglang)
     assert result.verdict == "INCOMPLETE"
     assert result.shape is not None and result.shape.required_suites == REQUIRED_SUITES
+
+
+def test_a_resume_against_the_same_llamacpp_server_relaunched_is_the_same_run() -> None:
+    """Reproduction: a run resumed after llama.cpp was relaunched was refused, its one sealed
+    "difference" the launch's random media marker; a real change of the server still is one."""
+    first = llamacpp_run()
+    sealed = identity_of(first)
+    relaunched = llamacpp_run()
+    relaunched["shape"] = first["shape"]
+    assert identity_differences(sealed, identity_of(relaunched)) == []
+    relaunched["server_info"]["props"]["total_slots"] = 4
+    assert identity_differences(sealed, identity_of(relaunched)) == ["deployment.props.total_slots: 2 → 4"]
