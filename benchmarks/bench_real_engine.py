@@ -19,6 +19,13 @@ two shared cores:
 
 An interval wholly beyond the margin whose verdict is not FAIL is marked † and the reason
 printed under the table (its FAIL test's p-value is Holm-adjusted; the interval is not).
+
+`--spread SAMPLES` measures the baseline instead, at the plugin's default temperature (1.0,
+the model card's) with SAMPLES samples per item: accuracy, how it spreads over samples and
+items, and the looping and truncation rates, per seed; the flagged outputs are printed to be
+read:
+
+    python benchmarks/bench_real_engine.py --spread 4 --seeds 1 --items 80
 """
 
 from __future__ import annotations
@@ -203,6 +210,68 @@ def run_matrix(cells: Sequence[Cell], seeds: Sequence[int], items: int, out: Pat
     return results
 
 
+@dataclass
+class Spread:
+    seed: int
+    items: int
+    samples: int
+    accuracy: float
+    # Per item, the share of its samples that were right; its mean p(1 - p) is the spread over
+    # samples (0 when every item is always or never right, 0.25 at its largest).
+    item_rates: list[float]
+    looping: int  # samples the detector flagged, of items * samples
+    truncated: int
+    flagged: list[str]  # the answers of the items with a flagged sample, to be read
+
+
+def measure_spread(seeds: Sequence[int], items: int, samples: int, out: Path) -> list[Spread]:
+    """The baseline at the plugin's default temperature, `samples` samples per item."""
+    model = find_model()
+    if model is None:
+        sys.exit("no SmolLM2 model: see k3conformance/deployment/llamacpp_server.py's INSTALL_HINT")
+    spreads = []
+    for seed in seeds:
+        options = ["--k3-limit", str(items), "--k3-seed", str(seed), "--k3-samples", str(samples)]
+        run = run_suites_on_llamacpp(out / f"spread-{seed}", SUITES, model=model, shape=BASELINE, options=options)
+        if run.run_dir is None or run.summary()["status"] != "complete":
+            sys.exit(f"the run of seed {seed} did not complete:\n{run.diagnostics()}")
+        scores = run.summary()["suites"][SUITE]["scores"]
+        looping_items = {item for item, score in scores.items() if score["looping"]}
+        spread = Spread(
+            seed=seed,
+            items=len(scores),
+            samples=samples,
+            accuracy=sum(score["correct"] for score in scores.values())
+            / sum(score["samples"] for score in scores.values()),
+            item_rates=[score["correct"] / score["samples"] for score in scores.values()],
+            looping=sum(int(score["looping"]) for score in scores.values()),
+            truncated=sum(int(score["truncated"]) for score in scores.values()),
+            flagged=[
+                str((record.get("response") or {}).get("content"))
+                for record in iter_records(run.run_dir, "response")
+                if record["suite"] == SUITE and record["item"] in looping_items
+            ],
+        )
+        spreads.append(spread)
+        print(_spread_line(spread, run.seconds), flush=True)
+        for text in spread.flagged:
+            print(f"    answer of an item with a flagged sample: {text[:300]!r}", flush=True)
+    return spreads
+
+
+def _spread_line(spread: Spread, seconds: float) -> str:
+    outputs = spread.items * spread.samples
+    always = sum(1 for rate in spread.item_rates if rate == 1)
+    never = sum(1 for rate in spread.item_rates if rate == 0)
+    within = sum(rate * (1 - rate) for rate in spread.item_rates) / len(spread.item_rates)
+    return (
+        f"seed {spread.seed}: {spread.items} items x {spread.samples} samples at temperature 1.0: "
+        f"accuracy {spread.accuracy:.1%}; items always right {always}, never right {never}, "
+        f"mixed {spread.items - always - never}; mean p(1-p) over items {within:.3f}; "
+        f"looping {spread.looping}/{outputs}, truncated {spread.truncated}/{outputs}, {seconds:.0f} s"
+    )
+
+
 def _pts(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 100:+.1f}"
 
@@ -271,11 +340,18 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=80, help="Items per run, --k3-limit (default: 80)")
     parser.add_argument("--cells", default="", help="Comma-separated cell names to run (default: all)")
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "k3-real-engine")
+    parser.add_argument(
+        "--spread", type=int, default=0, metavar="SAMPLES", help="Measure the baseline at temperature 1.0 instead"
+    )
     arguments = parser.parse_args()
     wanted = {name.strip() for name in arguments.cells.split(",") if name.strip()}
     cells = [cell for cell in CELLS if not wanted or cell.name in wanted]
     started = time.monotonic()
     seeds = [arguments.first_seed + seed for seed in range(arguments.seeds)]
+    if arguments.spread:
+        measure_spread(seeds, arguments.items, arguments.spread, arguments.out)
+        print(f"\n{time.monotonic() - started:.0f} s")
+        return
     results = run_matrix(cells, seeds, arguments.items, arguments.out)
     print(f"\n{len(results)} gated runs in {time.monotonic() - started:.0f} s\n")
     print(matrix_table(results, arguments.items))

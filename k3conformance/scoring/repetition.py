@@ -31,6 +31,13 @@ qualifies as one of the kinds below:
   "......"): a unit of at most `max_unit_chars` characters
   repeated `min_unspaced_repeats` times over `min_unspaced_chars` characters or more. These
   three shapes are issue 21's reproduction 12.
+- short tail: the text ends in a unit of at most `max_unit_chars` characters holding a letter,
+  spaces and line breaks included ("Adverb\n", "Fancy 3", "op"), repeated back to back
+  `min_short_tail_repeats` times over `min_short_tail_chars` characters or more, the last
+  copy perhaps cut short. A small budget ends a loop before the other kinds' thresholds,
+  which are set for thousands of tokens, are reached: SmolLM2-135M broken by weight noise
+  loops like this within 48 tokens (docs/real-engine.md). Digits and punctuation alone
+  ("0, 0, 0,") stay structure, as above.
 - counter: the block repeats only once its numbers are masked ("Step 14: let me check
   again. Step 15: let me check again."), at least `min_counter_repeats` times, holds at
   least `min_counter_words` distinct words (or one or two, with `min_few_word_counter_repeats`
@@ -102,7 +109,7 @@ _EXCERPT_CHARS = 200
 _GRAM = 4
 _HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
 
-LoopKind = Literal["short-token", "block", "counter", "unspaced"]
+LoopKind = Literal["short-token", "block", "counter", "unspaced", "short-tail"]
 
 
 @dataclass(frozen=True)
@@ -133,6 +140,10 @@ class RepetitionConfig:
     max_unit_chars: int = 32
     min_unspaced_repeats: int = 24
     min_unspaced_chars: int = 200
+    # At the end of the text, a unit holding a letter, whitespace included ("Adverb\n"):
+    # healthy text does not end in a dozen copies of one short line or word.
+    min_short_tail_repeats: int = 12
+    min_short_tail_chars: int = 40
     # Evidence only: the longest adjacent repeat is searched up to this length, and both
     # it and seq_rep_4 read the trailing window_chars.
     max_block_chars: int = 2000
@@ -317,6 +328,8 @@ def find_loops(text: str, config: RepetitionConfig = RepetitionConfig()) -> list
         if loop is not None:
             loops.append(loop)
     loops += _unspaced_loops(tokens, config)
+    if not any(loop.tail for loop in loops):
+        loops += _short_tail_loops(text, config)
     return sorted(loops, key=lambda loop: loop.start)
 
 
@@ -404,6 +417,34 @@ def _unspaced_loops(tokens: _Tokens, config: RepetitionConfig) -> list[Loop]:
             repeats = (match.end() - match.start()) // len(unit)
             loops.append(Loop(kind="unspaced", start=start, end=end, block=unit, repeats=repeats, tail=tail))
     return loops
+
+
+# The text's end: a unit of 1 to N characters, at least M copies, and perhaps a cut-short copy.
+_SHORT_TAIL = "(.{{1,{unit}}}?)\\1{{{more},}}(.{{0,{unit}}})$"
+
+
+def _short_tail_loops(text: str, config: RepetitionConfig) -> list[Loop]:
+    """A short unit with a letter repeated until the text ends (module docstring: short tail)."""
+    window = text[-(config.max_unit_chars * (config.min_short_tail_repeats + 1) + config.min_short_tail_chars * 4) :]
+    pattern = re.compile(
+        _SHORT_TAIL.format(unit=config.max_unit_chars, more=config.min_short_tail_repeats - 1), re.DOTALL
+    )
+    for start in range(len(window)):
+        match = pattern.match(window, start)
+        if match is None:
+            continue
+        unit, rest = match.group(1), match.group(2)
+        copies = match.end(1) - match.start(1)
+        run = match.start(2) - match.start(1)
+        if unit.startswith(rest) and run >= config.min_short_tail_chars and _holds_a_letter(unit) and "|" not in unit:
+            offset = len(text) - len(window) + start
+            return [Loop(kind="short-tail", start=offset, end=len(text), block=unit, repeats=run // copies, tail=True)]
+        return []
+    return []
+
+
+def _holds_a_letter(unit: str) -> bool:
+    return any(character.isalpha() for character in unit)
 
 
 def _qualify_counter(tokens: _Tokens, period: int, first: int, stop: int, config: RepetitionConfig) -> Loop | None:

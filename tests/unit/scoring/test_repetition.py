@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from k3conformance.scoring.repetition import RepetitionConfig, RepetitionReport, detect, detect_output
+from k3conformance.scoring.repetition import RepetitionConfig, RepetitionReport, detect, detect_output, find_loops
 
 _WORDS = [
     "the",
@@ -331,6 +331,39 @@ def test_the_loop_shapes_of_issue_21_are_loops(text: str, kind: str) -> None:
     repeats of one word, repeated punctuation: each was read as healthy."""
     report = detect(text)
     assert report.looping and report.tail_loop and report.kind == kind
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Adverb\n" + "Adverb\n" * 13,
+        "It is ent 40" + "th" * 40,
+        "The answer is 5. " + "Fancy 3" * 20 + "Fan",
+        "Hmm " + "op" * 40,
+    ],
+    ids=["word-per-line", "unspaced-pair", "word-and-number-cut", "pair"],
+)
+def test_a_short_unit_repeated_to_the_end_of_a_small_budget_is_a_loop(text: str) -> None:
+    """Real SmolLM2 loops under weight noise (docs/real-engine.md): 13 to 40 copies within 48
+    tokens, too few for the other kinds, which are set for thousands of tokens."""
+    report = detect(text)
+    assert report.looping and report.tail_loop and report.kind == "short-tail"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Adverb\n" * 11,  # 11 copies
+        "ha" * 15,  # 30 characters
+        "Zeros: " + "0, " * 40,  # digits and punctuation: structure
+        "Big: 1" + "0" * 60,
+        "| a |" * 20,  # a table
+        "Adverb\n" * 13 + "Those were the adverbs.",  # left before the end
+    ],
+    ids=["few-copies", "few-characters", "zeros", "big-number", "table", "escaped"],
+)
+def test_short_units_that_are_not_short_tail_loops(text: str) -> None:
+    assert "short-tail" not in {loop.kind for loop in find_loops(text)}
 
 
 def test_rules_tables_and_a_few_short_lines_are_not_loops() -> None:
