@@ -68,6 +68,8 @@ _PER_LAUNCH = frozenset({"media_marker", "is_sleeping"})
 def is_per_launch(key: str) -> bool:
     """Whether a flattened deployment-identity key is a field one deployment changes at every launch."""
     return key.rsplit(".", 1)[-1] in _PER_LAUNCH
+
+
 # A difference list longer than this is cut, with a count of the rest.
 _SHOWN_DIFFERENCES = 8
 

@@ -419,27 +419,30 @@ def _unspaced_loops(tokens: _Tokens, config: RepetitionConfig) -> list[Loop]:
     return loops
 
 
-# The text's end: a unit of 1 to N characters, at least M copies, and perhaps a cut-short copy.
-_SHORT_TAIL = "(.{{1,{unit}}}?)\\1{{{more},}}(.{{0,{unit}}})$"
+# How far back from the end the short-tail search looks: a longer run is reported from here.
+_SHORT_TAIL_WINDOW = 4096
 
 
 def _short_tail_loops(text: str, config: RepetitionConfig) -> list[Loop]:
-    """A short unit with a letter repeated until the text ends (module docstring: short tail)."""
-    window = text[-(config.max_unit_chars * (config.min_short_tail_repeats + 1) + config.min_short_tail_chars * 4) :]
-    pattern = re.compile(
-        _SHORT_TAIL.format(unit=config.max_unit_chars, more=config.min_short_tail_repeats - 1), re.DOTALL
-    )
-    for start in range(len(window)):
-        match = pattern.match(window, start)
-        if match is None:
+    """A short unit with a letter repeated until the text ends (module docstring: short tail).
+
+    For each unit length, the longest end of the text with that period (every character equal
+    to the one a unit later) is found with one vectorised comparison; the shortest length
+    whose run qualifies names the unit. Linear in the window, whatever the text."""
+    window = text[-_SHORT_TAIL_WINDOW:]
+    codes = np.frombuffer(window.encode("utf-32-le"), np.uint32)
+    for length in range(1, min(config.max_unit_chars, codes.size // 2) + 1):
+        differs = np.flatnonzero(codes[:-length] != codes[length:])
+        # The run starts just past the last character that differs from the one a unit later.
+        first = int(differs[-1]) + 1 if differs.size else 0
+        run = codes.size - first
+        if run // length < config.min_short_tail_repeats or run < config.min_short_tail_chars:
             continue
-        unit, rest = match.group(1), match.group(2)
-        copies = match.end(1) - match.start(1)
-        run = match.start(2) - match.start(1)
-        if unit.startswith(rest) and run >= config.min_short_tail_chars and _holds_a_letter(unit) and "|" not in unit:
-            offset = len(text) - len(window) + start
-            return [Loop(kind="short-tail", start=offset, end=len(text), block=unit, repeats=run // copies, tail=True)]
-        return []
+        unit = window[first : first + length]
+        if not _holds_a_letter(unit) or "|" in unit:
+            return []
+        start = len(text) - run
+        return [Loop(kind="short-tail", start=start, end=len(text), block=unit, repeats=run // length, tail=True)]
     return []
 
 
