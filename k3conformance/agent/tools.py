@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from k3conformance.agent.tasks import HIDDEN_DIR
+from k3conformance.agent.verdict import hidden_verdict_program, repository_packages
 from k3conformance.sandbox import ExecutionResult, SandboxLimits, SandboxPool
 
 REPO_DIR = "repo"
@@ -455,8 +456,11 @@ class Workspace:
         return ToolResult(_result_text(name, execution), ok=ok)
 
     async def hidden_tests(self, hidden: Mapping[str, str]) -> HiddenTests:
-        """The score: the hidden tests run against the repository as the agent left it."""
-        execution = await self._run("run_tests", {"directory": HIDDEN_DIR}, {**self.files, **hidden})
+        """The score: the hidden tests run against the repository as the agent left it, in a
+        process that never imports the repository (agent/verdict.py)."""
+        program = hidden_verdict_program(hidden, HIDDEN_DIR, repository_packages(self.files))
+        copy = {f"{REPO_DIR}/{path}": text for path, text in self.files.items()}
+        execution = await self._pool.run(program, TOOL_LIMITS, files=copy, collect=(OUTPUT_FILE,), seal=True)
         return judge_hidden(execution, hidden_test_ids(hidden))
 
     async def _run(
