@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from k3conformance.agent.tasks import HIDDEN_DIR
-from k3conformance.agent.verdict import hidden_verdict_program, repository_packages
+from k3conformance.agent.verdict import RECORDER, hidden_verdict_program, repository_packages
 from k3conformance.sandbox import ExecutionResult, SandboxLimits, SandboxPool
 
 REPO_DIR = "repo"
@@ -200,40 +200,9 @@ _report = json.dumps
 _unittest_modules = (unittest, unittest.case, unittest.loader, unittest.result, unittest.runner, unittest.suite)
 
 
-class _Recorder(unittest.TextTestResult):
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.outcomes = {}
-
-    def addSuccess(self, test):
-        super().addSuccess(test)
-        self.outcomes.setdefault(test.id(), "passed")
-
-    def addFailure(self, test, err):
-        super().addFailure(test, err)
-        self.outcomes[test.id()] = "failed"
-
-    def addError(self, test, err):
-        super().addError(test, err)
-        self.outcomes[test.id()] = "error"
-
-    def addSkip(self, test, reason):
-        super().addSkip(test, reason)
-        self.outcomes[test.id()] = "skipped"
-
-    def addExpectedFailure(self, test, err):
-        super().addExpectedFailure(test, err)
-        self.outcomes[test.id()] = "expected failure"
-
-    def addUnexpectedSuccess(self, test):
-        super().addUnexpectedSuccess(test)
-        self.outcomes[test.id()] = "unexpected success"
-
-    def addSubTest(self, test, subtest, err):
-        super().addSubTest(test, subtest, err)
-        if err is not None:
-            self.outcomes[test.id()] = "failed"
-
+"""
+    + RECORDER
+    + r"""
 
 def _identity(value):
     # Plain data is unittest's own state (a class's tearDown_exceptions list, set per run);

@@ -20,15 +20,9 @@ from collections.abc import Mapping
 
 from k3conformance.sandbox.boundary import CALL_TIMEOUT_S, boundary_prelude
 
-# The hidden tests' package inside T (and their unittest ids' first part).
-_RUNNER = r"""
-import io, linecache, os, re, sys, types, unittest
-import unittest.case, unittest.loader, unittest.result, unittest.runner, unittest.suite
-
-ARGUMENTS = json.loads(%r)
-OUTPUT = os.path.realpath("tool-output.txt")
-
-
+# Records each test's outcome by unittest id: the report the seal carries. The run_tests tool's
+# in-process runner (tools.py) records with the same class.
+RECORDER = r"""
 class _Recorder(unittest.TextTestResult):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -62,8 +56,20 @@ class _Recorder(unittest.TextTestResult):
         super().addSubTest(test, subtest, err)
         if err is not None:
             self.outcomes[test.id()] = "failed"
+"""
+
+# T's program: the hidden tests as modules made from their source (never from files), the
+# repository's packages resolved to M, unittest's run, the report through the seal.
+_RUNNER_HEAD = r"""
+import io, linecache, os, re, sys, types, unittest
+import unittest.case, unittest.loader, unittest.result, unittest.runner, unittest.suite
+
+ARGUMENTS = json.loads(%r)
+OUTPUT = os.path.realpath("tool-output.txt")
 
 
+"""
+_RUNNER = r"""
 def _failed_import(name, error):
     def failed():
         raise error
@@ -130,4 +136,5 @@ def hidden_verdict_program(hidden: Mapping[str, str], directory: str, packages: 
     under `directory`), with `packages` served by the model's process."""
     tests = {path: text for path, text in hidden.items() if fnmatch.fnmatch(posixpath.basename(path), "*.py")}
     arguments = {"hidden": tests, "directory": directory, "packages": packages, "timeout": CALL_TIMEOUT_S}
-    return "import json\n" + boundary_prelude() + _RUNNER % json.dumps(arguments)
+    runner = _RUNNER_HEAD % json.dumps(arguments) + RECORDER + _RUNNER
+    return "import json\n" + boundary_prelude() + runner

@@ -28,21 +28,23 @@ from __future__ import annotations
 
 import base64
 import builtins
-import ctypes
-import importlib.abc
-import importlib.machinery
+import functools
 import json
 import operator
 import os
 import select
 import struct
-import subprocess
 import sys
-import threading
 import time
 import types
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import importlib.machinery
+
+# What only T needs (ctypes, subprocess, threading, importlib.machinery) is imported where
+# T uses it: M starts once per verdict, and each import there is paid on every run.
 
 # One message, whole, at most this many bytes; deeper values than MAX_DEPTH or more than
 # MAX_ITEMS values in one message are refused.
@@ -567,7 +569,7 @@ class RemoteModule(types.ModuleType):
         return f"<module {self.__name__!r} of the model's process>"
 
 
-class _ModelImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _ModelImporter:
     """Imports of the repository's top-level packages (and their submodules) in T resolve to
     module proxies of M; nothing of the repository is ever looked for on T's sys.path."""
 
@@ -575,9 +577,12 @@ class _ModelImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self._end, self._packages = end, packages
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        import importlib.machinery
+
         if name.partition(".")[0] not in self._packages:
             return None
-        return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        loader: Any = self  # a loader by its two methods, without importlib.abc's import cost
+        return importlib.machinery.ModuleSpec(name, loader, is_package=True)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         module = self._end.request("import", spec.name)
@@ -608,6 +613,10 @@ class ModelProcess:
     """T's side: M started and served, its output kept (bounded) for T's stderr."""
 
     def __init__(self, repository: str = "", timeout_s: float = CALL_TIMEOUT_S) -> None:
+        import ctypes
+        import subprocess
+        import threading
+
         # Not dumpable: M (same uid, no capabilities) may not ptrace T nor open its
         # /proc/<pid>/mem, fd or environ. Set before M exists.
         libc = ctypes.CDLL(None, use_errno=True)
@@ -656,6 +665,8 @@ class ModelProcess:
 
     def close(self) -> str:
         """End M (its output pipe too) and return what it printed, cut to OUTPUT_CAP."""
+        import subprocess
+
         os.close(self.end._write_fd)
         try:
             self.process.wait(timeout=2)
@@ -673,6 +684,7 @@ def broken(error: BoundaryBroken) -> None:
     os._exit(BROKEN_STATUS)
 
 
+@functools.cache
 def boundary_prelude() -> str:
     """Program text that makes this module `k3_boundary` inside the sandbox (T side), from
     its own source; M gets the same source on its command line."""
