@@ -606,6 +606,11 @@ del sys.argv[1:]
 if repository:
     sys.path.append(repository)
 boundary.Endpoint(read_fd, write_fd, "m", None).serve_forever()
+# T is done with it: skip the interpreter's teardown (T waits for this process's end).
+sys.stdout.flush()
+sys.stderr.flush()
+import os
+os._exit(0)
 """
 
 
