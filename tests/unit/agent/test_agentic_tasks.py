@@ -211,6 +211,16 @@ def test_package_code_that_patches_the_runner_does_not_solve_a_task(tampering: s
     assert fixed.passed is (tampering not in BREAK_THE_IMPORT), fixed.reason
 
 
+def test_run_tests_still_tells_the_model_its_runner_was_patched() -> None:
+    """The in-process runner the model calls for feedback keeps its note of what decides a
+    verdict: a package that patches unittest hears that the runner was tampered with."""
+    task = TASKS[0]
+    init = f"{task.changed_paths()[0].split('/')[0]}/__init__.py"
+    patched = {init: task.solution.get(init, "") + TAMPERING["unittest.TestCase.run replaced at import"]}
+    result = asyncio.run(Workspace({**task.solution, **patched}, POOL).call("run_tests", {}))
+    assert not result.ok and result.text.startswith("tests failed (the test runner was tampered with)"), result.text
+
+
 def test_a_package_that_fails_to_import_is_an_error_not_tampering() -> None:
     """unittest itself stores state on its classes (a failed import's stand-in gets a
     tearDown_exceptions list): that is no tampering, the tests just did not pass."""
