@@ -30,8 +30,8 @@ from k3conformance import (
 from k3conformance.checks.reasoning import check_answer_follows_reasoning
 from k3conformance.datasets.suite_items import CodingDataset, load_coding_items
 from k3conformance.sandbox import BUBBLEWRAP, ExecutionResult, SandboxPool, sandbox_backend
-from k3conformance.scoring.code_solutions import extract_code, humaneval_program
-from k3conformance.scoring.code_solutions import tests_program as assert_tests_program
+from k3conformance.sandbox.split import split_program
+from k3conformance.scoring.code_solutions import extract_code, humaneval_parts
 
 SUITE = "coding"
 MAX_TOKENS = 65536
@@ -52,7 +52,8 @@ def _sandbox_notice() -> None:
 
 
 def _program(item: dict[str, Any], code: str) -> str:
-    return humaneval_program(item, code) if "test" in item else assert_tests_program(code, item["tests"])
+    # Split: the tests run in a process that never runs the solution (scoring/code_solutions.py).
+    return split_program(*humaneval_parts(item, code)) if "test" in item else split_program(code, item["tests"])
 
 
 def _probe(dataset: CodingDataset, item: dict[str, Any]) -> Probe:

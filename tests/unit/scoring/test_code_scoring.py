@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 
 from k3conformance.sandbox import ExecutionResult, SandboxPool, run_python
+from k3conformance.sandbox.split import split_program
 from k3conformance.scoring.code_solutions import (
     defines_function,
     extract_code,
+    humaneval_parts,
     humaneval_program,
 )
 from k3conformance.scoring.code_solutions import (
@@ -210,20 +212,25 @@ def pool() -> Iterator[SandboxPool]:
 
 
 def _run_all(pool: SandboxPool, programs: Mapping[str, str]) -> dict[str, ExecutionResult]:
-    # Sealed, as the coding suite runs them: a pass needs the program to reach its end.
+    # Split and sealed, as the coding suite runs them: the tests in a process of their own,
+    # and a pass needs that process to reach its end.
     futures = {task_id: pool.submit(program, seal=True) for task_id, program in programs.items()}
     return {task_id: future.result(timeout=600) for task_id, future in futures.items()}
 
 
+def _split(problem: Mapping[str, Any], code: str) -> str:
+    return split_program(*humaneval_parts(problem, code))
+
+
 def test_every_canonical_completion_passes(humaneval: dict[str, dict[str, Any]], pool: SandboxPool) -> None:
-    programs = {task: humaneval_program(problem, problem["canonical_solution"]) for task, problem in humaneval.items()}
+    programs = {task: _split(problem, problem["canonical_solution"]) for task, problem in humaneval.items()}
     failures = {task: result.reason for task, result in _run_all(pool, programs).items() if not result.passed}
     assert failures == {}
 
 
 def test_every_canonical_whole_function_passes(humaneval: dict[str, dict[str, Any]], pool: SandboxPool) -> None:
     # As a chat model answers: the whole function, no imports or helpers from the prompt.
-    programs = {task: humaneval_program(problem, _whole_function(problem)) for task, problem in humaneval.items()}
+    programs = {task: _split(problem, _whole_function(problem)) for task, problem in humaneval.items()}
     failures = {task: result.reason for task, result in _run_all(pool, programs).items() if not result.passed}
     assert failures == {}
 
@@ -234,26 +241,23 @@ def _whole_function(problem: Mapping[str, Any]) -> str:
     return prompt[start:] + str(problem["canonical_solution"])
 
 
-def test_a_solution_returning_none_fails_almost_everywhere(
-    humaneval: dict[str, dict[str, Any]], pool: SandboxPool
-) -> None:
+def test_a_solution_returning_none_fails_everywhere(humaneval: dict[str, dict[str, Any]], pool: SandboxPool) -> None:
+    # In one process, as before the split, it failed all 164 too.
     programs = {
-        task: humaneval_program(problem, f"def {problem['entry_point']}(*args, **kwargs):\n    return None\n")
+        task: _split(problem, f"def {problem['entry_point']}(*args, **kwargs):\n    return None\n")
         for task, problem in humaneval.items()
     }
-    failed = [task for task, result in _run_all(pool, programs).items() if not result.passed]
-    assert len(failed) >= 150
+    passed = [task for task, result in _run_all(pool, programs).items() if result.passed]
+    assert passed == []
 
 
-def test_an_off_by_one_solution_fails_almost_everywhere(
+def test_an_off_by_one_solution_fails_where_it_failed_in_one_process(
     humaneval: dict[str, dict[str, Any]], pool: SandboxPool
 ) -> None:
+    # In one process only HumanEval/111 passed (its tests compare a dict; _nudge leaves it as is).
     programs = {
-        task: humaneval_program(
-            problem, _whole_function(problem) + OFF_BY_ONE.format(entry_point=problem["entry_point"])
-        )
+        task: _split(problem, _whole_function(problem) + OFF_BY_ONE.format(entry_point=problem["entry_point"]))
         for task, problem in humaneval.items()
     }
-    results = _run_all(pool, programs)
-    failed = [task for task, result in results.items() if not result.passed]
-    assert len(failed) >= 150, sorted(set(results) - set(failed))
+    passed = sorted(task for task, result in _run_all(pool, programs).items() if result.passed)
+    assert passed == ["HumanEval/111"]
