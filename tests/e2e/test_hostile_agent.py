@@ -21,6 +21,7 @@ from hostile_agent import INJECTION, attacks, serve_hostile
 from run_files import REPO, only_run, written_texts
 
 from k3conformance.agent.tasks import load_tasks
+from k3conformance.agent.tools import hidden_test_ids
 from k3conformance.runs.records import iter_records
 from k3conformance.sandbox import BUBBLEWRAP, sandbox_backend
 from k3conformance.sandbox.cgroup import memory_cgroup_parent
@@ -53,8 +54,9 @@ def test_the_hostile_agent_gets_nothing_out_and_solves_nothing(
     hostile_project: pytest.Pytester, host_file: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     package = TASK.changed_paths()[0].split("/")[0]
+    hidden_ids = tuple(sorted(hidden_test_ids(TASK.hidden)))
     monkeypatch.setenv("K3_API_KEY", API_KEY)
-    with serve_hostile(API_KEY, host_file, {TASK.id: package}) as (url, model):
+    with serve_hostile(API_KEY, host_file, {TASK.id: (package, hidden_ids)}) as (url, model):
         result = hostile_project.runpytest_subprocess(
             "--k3-endpoint",
             url,
@@ -69,7 +71,9 @@ def test_the_hostile_agent_gets_nothing_out_and_solves_nothing(
             "-rA",
             timeout=600,
         )
-    assert model.unauthorised == 0 and model.played == [attack.name for attack in attacks(host_file, package)]
+    assert model.unauthorised == 0 and model.played == [
+        attack.name for attack in attacks(host_file, package, hidden_ids)
+    ]
     shown = result.stdout.str() + result.stderr.str()
     run_dir = only_run(hostile_project.path / "out")
     if os.environ.get("K3_HOSTILE_DUMP"):
@@ -87,7 +91,8 @@ def test_the_hostile_agent_gets_nothing_out_and_solves_nothing(
     outcomes = [record for record in iter_records(run_dir, "outcome") if record.get("score")]
     agent = _agent_record(outcomes)
     assert agent["solved"] is False, agent["hidden_tests"]
-    # The patch reached only the model's process; the verdict's own runner says the bug is there.
+    # The patch and the report forged from the package's memory reached only the model's
+    # process; the verdict's own runner says the bug is there.
     assert "hidden tests did not pass" in agent["hidden_tests"], agent["hidden_tests"]
     assert agent["stop_reason"] == "finished"
     # The work folder's size and the run's memory are capped over the whole sandbox.

@@ -12,6 +12,7 @@ import tracemalloc
 from collections import Counter
 
 import pytest
+from hostile_agent import MEMORY_FORGERY
 
 from k3conformance.agent.isolation import decide
 from k3conformance.agent.tasks import HIDDEN_DIR, AgentTask, load_tasks
@@ -258,57 +259,10 @@ os.write(1, b"\\nk3-seal " + frame.f_locals["token"] + b" " + payload.encode() +
 os._exit(0)
 """
 
-# The same forgery written against the split runner: every token-shaped value it can find
-# (32 hex digits) goes into a report that says every hidden test passed (OUTCOMES: the
-# right ids), written to its own stdout and to every descriptor of the trusted process and
-# of the namespace's init it can open; then it ends (os._exit(0)), goes on, or kills T. In
-# the in-process runner of b41d0b0 the frame walks, the gc scan and /proc/self/mem found the
-# token and solved the task.
-_FORGE = """
-import ctypes, gc, json, os, re, signal, sys
-
-_HEX = re.compile(rb"[0-9a-f]{32}")
-_PAYLOAD = json.dumps(json.dumps({"run": len(OUTCOMES), "outcomes": OUTCOMES, "tampered": []}, sort_keys=True))
-
-
-def _tokens_in(value):
-    if isinstance(value, str):
-        value = value.encode("utf-8", "replace")
-    return set(_HEX.findall(value)) if isinstance(value, (bytes, bytearray)) else set()
-
-
-def _forge(tokens):
-    tokens = sorted(tokens)[:500] + [b"0" * 32]
-    lines = b"".join(b"\\nk3-seal " + token + b" " + _PAYLOAD.encode() + b"\\n" for token in tokens)
-    os.write(1, lines)
-    for path in (f"/proc/{os.getppid()}/fd/1", "/proc/1/fd/1"):
-        try:
-            fd = os.open(path, os.O_WRONLY)
-        except OSError:
-            continue
-        os.write(fd, lines)
-        os.close(fd)
-
-
-def _memory_of(pid):
-    found = set()
-    try:
-        with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as memory:
-            for line in maps:
-                span, permissions = line.split()[:2]
-                if not permissions.startswith("r"):
-                    continue
-                start, end = (int(part, 16) for part in span.split("-"))
-                try:
-                    memory.seek(start)
-                    found |= _tokens_in(memory.read(min(end - start, 64 << 20)))
-                except (OSError, ValueError, OverflowError):
-                    continue
-    except OSError:
-        pass
-    return found
-"""
-
+# The same forgery written against the split runner (MEMORY_FORGERY, shared with the
+# hostile-agent harness), each way of finding the token: then it ends (os._exit(0)), goes
+# on, or kills T. In the in-process runner of b41d0b0 the frame walks, the gc scan and
+# /proc/self/mem found the token and solved the task.
 _FIND = {
     "a frame walk, as on main": None,
     "a frame walk over every frame's locals": """
@@ -340,7 +294,9 @@ def _forgery(task: AgentTask, find: str) -> dict[str, str]:
     init = f"{task.changed_paths()[0].split('/')[0]}/__init__.py"
     outcomes = dict.fromkeys(sorted(hidden_test_ids(task.hidden)), "passed")
     find_tokens = _FIND[find]
-    code = _TOKEN_FROM_MEMORY if find_tokens is None else _FORGE.replace("OUTCOMES", repr(outcomes)) + find_tokens
+    code = (
+        _TOKEN_FROM_MEMORY if find_tokens is None else MEMORY_FORGERY.replace("OUTCOMES", repr(outcomes)) + find_tokens
+    )
     return {init: task.start.get(init, "") + code}
 
 
