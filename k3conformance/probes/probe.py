@@ -88,6 +88,7 @@ class Probe:
     # The load lane: its conversation runs holding every request slot of the process, so that
     # nothing else this process sends is in flight beside it, and its own requests do not wait
     # for slots, so that it sets the load itself (--k3-load-concurrency, beyond --k3-concurrency).
+    # It is not sent ahead of its test (runner.py), and its tests run last (run/ordering.py).
     exclusive: bool = False
     # The load lane again: its tests judge the endpoint's failures themselves (a deployment that
     # crashes only under load is its finding, checks/load.py), so the `k3_result` fixture hands
