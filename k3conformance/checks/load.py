@@ -34,7 +34,16 @@ crash from an outage, so the rule for its strict phase is:
 - unanswered under load but the plain request after it answered: a server that shed load or
   an outage that passed, which a black-box client cannot tell from a crash that a supervisor
   restarted within the retries; unscored, the run incomplete (lower the load, or read the
-  server's log), never a pass.
+  server's log), never a pass;
+- everything answered under load but the plain request after it not: no contrast to show;
+  unscored. A 4xx or a parser's refusal is an answer: the server is up and said something.
+
+This is what an operator of SGLang or vLLM sees when the engine dies: SGLang's launcher takes
+the whole server down when a scheduler process dies (connections refused), vLLM's engine-dead
+state answers every request with a 5xx and /health with 503; either way a plain request fails
+too. A live server under load queues requests rather than dropping them (both engines do by
+default), so requests unanswered under load with the server answering afterwards are rare, and
+left to the person who can read the server's log.
 
 The unanswered requests stay counted among the run's infrastructure errors either way, so a
 run whose deployment crashed is marked incomplete as well as failed: requests did go
@@ -46,7 +55,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from k3conformance.checks import tool_calls
 from k3conformance.checks.failures import ConformanceFailure, Layer, expect
@@ -181,7 +190,7 @@ def check_parallel_calls_under_load(alone: PhaseTally, loaded: PhaseTally, concu
 STRICT_REQUESTS = "the load lane's strict-schema requests"
 
 
-def unanswered(outcome: Completion | RequestError) -> bool:
+def unanswered(outcome: Completion | RequestError) -> TypeGuard[RequestError]:
     """Whether the deployment left a request unanswered through every retry: an infrastructure
     error (5xx, a dropped or refused connection, a timeout). A 4xx or a parser's refusal is an
     answer: the server is up and said something."""
@@ -200,7 +209,7 @@ class Answering:
         phase = cls()
         for outcome in outcomes:
             phase.requests += 1
-            if isinstance(outcome, RequestError) and unanswered(outcome):
+            if unanswered(outcome):
                 phase.unanswered.append(outcome)
         return phase
 
@@ -230,7 +239,7 @@ def check_strict_schemas_answered_under_load(
             alone.unanswered,
             f"{alone.rate} went unanswered one at a time too, so the load is not what broke them",
         )
-    if isinstance(liveness, RequestError) and unanswered(liveness):
+    if unanswered(liveness):
         if not loaded.unanswered:
             raise unscored(
                 STRICT_REQUESTS,
