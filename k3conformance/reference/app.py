@@ -129,8 +129,8 @@ class _Routes:
         self.streams_in_flight = 0
         # Strict-schema requests being served now, and whether they took the process down: only a
         # deployment that crashes under guided load counts them (TensorRT-LLM PR 17845).
-        # (A list: aiohttp's requests are mappings, not hashable.)
-        self.guided_in_flight: list[web.Request] = []
+        # Keyed by identity: aiohttp's requests are mappings, unhashable, and equal when their states are.
+        self.guided_in_flight: dict[int, web.Request] = {}
         self.crashed = False
 
     async def models(self, request: web.Request) -> web.Response:
@@ -198,19 +198,19 @@ class _Routes:
         """A strict-schema request on a deployment that dies when more than GUIDED_CRASH_IN_FLIGHT
         of them are in flight at once: that one, every one in flight, and (through `_dead_after_crash`)
         every later request of any kind get no answer."""
-        self.guided_in_flight.append(request)
+        self.guided_in_flight[id(request)] = request
         try:
             if len(self.guided_in_flight) > fault_hooks.GUIDED_CRASH_IN_FLIGHT and not self.crashed:
                 self.crashed = True
                 _log.warning("simulated crash: %d strict-schema requests in flight", len(self.guided_in_flight))
-                for doomed in self.guided_in_flight:
+                for doomed in self.guided_in_flight.values():
                     hang_up(doomed)
             await asyncio.sleep(fault_hooks.GRAMMAR_COMPILE_S)
             if self.crashed:
                 return hang_up(request)
             return await self._answer(request, body, hit)
         finally:
-            self.guided_in_flight.remove(request)
+            del self.guided_in_flight[id(request)]
 
     async def _answer(self, request: web.Request, body: dict[str, Any], hit: Hit | None) -> web.StreamResponse:
         try:
