@@ -108,7 +108,7 @@ def k3_result(request: pytest.FixtureRequest) -> Generator[ProbeResult, None, No
     probe = probe_of(request.node)
     if probe is None:
         raise TypeError(f"{request.node.nodeid}: k3_result needs a test parametrized with a k3conformance.Probe")
-    from k3conformance.probes.probe import InfrastructureError
+    from k3conformance.probes.probe import unscored
 
     # Collecting a test parametrized with a probe started the run (pytest_collection_modifyitems).
     state = request.config.stash[STASH_KEY]
@@ -120,12 +120,8 @@ def k3_result(request: pytest.FixtureRequest) -> Generator[ProbeResult, None, No
         else runner.result(probe)
     )
     try:
-        if result.infra_errors:
-            details = "; ".join(error.describe() for error in result.infra_errors[:3])
-            raise InfrastructureError(
-                f"[layer: infra] {probe.suite}/{probe.item}: not scored, the endpoint failed: {details}. "
-                "The run is marked incomplete; rerun with --k3-resume to send only the missing requests."
-            )
+        if result.infra_errors and not probe.judges_infra_errors:
+            raise unscored(f"{probe.suite}/{probe.item}", result.infra_errors)
         yield result
     finally:
         runner.release(probe)

@@ -8,44 +8,23 @@ streamed and not. Logic: `k3conformance/checks/tool_schemas.py`; corpus:
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from k3conformance import Probe, ProbeResult
 from k3conformance.checks.tool_schemas import check_tool_call_arguments_match_schema
-from k3conformance.datasets.schema_corpus import ToolSchemaCase, tool_schema_corpus
+from k3conformance.datasets.schema_corpus import TOOL, tool_request, tool_schema_corpus
 
 SUITE = "tool_schemas"
 MODES = ("plain", "stream")
 MAX_TOKENS = 4096
-TOOL = "record_values"
 CORPUS = {case.id: case for case in tool_schema_corpus()}
-
-
-def _request(case: ToolSchemaCase, mode: str) -> dict[str, Any]:
-    tool = {
-        "type": "function",
-        "function": {
-            "name": TOOL,
-            "description": "Record a set of values. Every argument must satisfy the parameter schema.",
-            "parameters": case.schema,
-        },
-    }
-    prompt = f"Call {TOOL} once with example values that satisfy its parameter schema exactly."
-    return {
-        "messages": [{"role": "user", "content": prompt}],
-        "tools": [tool],
-        "tool_choice": "required",
-        "stream": mode == "stream",
-    }
 
 
 PROBES = [
     Probe(
         SUITE,
         case.id,
-        requests={mode: _request(case, mode) for mode in MODES},
+        requests={mode: tool_request(case, stream=mode == "stream") for mode in MODES},
         samples=1,
         max_tokens=MAX_TOKENS,
         kind=case.family,

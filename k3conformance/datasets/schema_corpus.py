@@ -207,3 +207,25 @@ def tool_schema_corpus(per_family: int = PER_FAMILY, seed: int = SEED) -> tuple[
         rng = random.Random(f"{seed}:{family}")
         cases += [ToolSchemaCase(f"{family}-{index:03d}", family, build(rng)) for index in range(per_family)]
     return tuple(cases)
+
+
+# The one tool a case is sent as, and what the user asks of it.
+TOOL = "record_values"
+_TOOL_DESCRIPTION = "Record a set of values. Every argument must satisfy the parameter schema."
+_PROMPT = f"Call {TOOL} once with example values that satisfy its parameter schema exactly."
+
+
+def tool_request(case: ToolSchemaCase, *, stream: bool, strict: bool = False) -> dict[str, Any]:
+    """A case as a partial chat request: its schema as the parameters of the one tool, which
+    `tool_choice: "required"` forces a call to; `strict` declares the tool `strict: true` (guided
+    decoding by the schema), which only the load lane's strict phase asks for."""
+    function: dict[str, Any] = {"name": TOOL, "description": _TOOL_DESCRIPTION}
+    if strict:
+        function["strict"] = True
+    function["parameters"] = case.schema
+    return {
+        "messages": [{"role": "user", "content": _PROMPT}],
+        "tools": [{"type": "function", "function": function}],
+        "tool_choice": "required",
+        "stream": stream,
+    }

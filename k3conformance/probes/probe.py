@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -88,7 +88,13 @@ class Probe:
     # The load lane: its conversation runs holding every request slot of the process, so that
     # nothing else this process sends is in flight beside it, and its own requests do not wait
     # for slots, so that it sets the load itself (--k3-load-concurrency, beyond --k3-concurrency).
+    # It is not sent ahead of its test (runner.py), and its tests run last (run/ordering.py).
     exclusive: bool = False
+    # The load lane again: its tests judge the endpoint's failures themselves (a deployment that
+    # crashes only under load is its finding, checks/load.py), so the `k3_result` fixture hands
+    # them the result instead of leaving them unscored; what they do not judge they leave
+    # unscored themselves (`unscored`). Every other probe's infrastructure errors unscore its tests.
+    judges_infra_errors: bool = False
 
     def content_sha256(self) -> str:
         """A hash of what this item asks: its requests and data, or for a conversation the
@@ -115,6 +121,16 @@ class Probe:
 
 class InfrastructureError(Exception):
     """The endpoint could not be reached or kept failing: not the model's fault, not scored."""
+
+
+def unscored(subject: str, errors: Sequence[RequestError], why: str = "the endpoint failed") -> InfrastructureError:
+    """The error that leaves a test unscored because of `errors` (infrastructure failures) of the
+    requests `subject` names: the run is then incomplete, never passed and never failed on them."""
+    details = "; ".join(error.describe() for error in errors[:3])
+    return InfrastructureError(
+        f"[layer: infra] {subject}: not scored, {why}: {details}. "
+        "The run is marked incomplete; rerun with --k3-resume to send only the missing requests."
+    )
 
 
 class ApiRejection(AssertionError):

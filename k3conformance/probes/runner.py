@@ -8,7 +8,8 @@ probe. Every request is written to the records file the moment it finishes.
 A probe the admission check (`admit`) turns away is held back, not skipped: the window
 moves on to the probes after it, and it is sent once admitted or once its own test asks
 for it. The sequential gate uses this so that a suite's requests run ahead only as far
-as its next decision can use (a look's items), not as far as the window reaches.
+as its next decision can use (a look's items), not as far as the window reaches. The load
+lane's probe (`Probe.exclusive`) is never sent ahead: it goes when its test asks for it.
 """
 
 from __future__ import annotations
@@ -178,7 +179,10 @@ class Runner:
         horizon = min(len(plan.probes), position + self._window)
         while plan.submitted_up_to < horizon:
             probe = plan.probes[plan.submitted_up_to]
-            if probe.key not in plan.cancelled:
+            # A probe that sets the load itself waits for its own test, by which time every probe of
+            # the tests before it has finished: a multi-step conversation still under way would
+            # otherwise send its next step into the lane's load (or into a deployment it took down).
+            if probe.key not in plan.cancelled and not probe.exclusive:
                 self._submit_or_hold(probe)
             plan.submitted_up_to += 1
 

@@ -22,7 +22,7 @@ from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.answer_key import AnswerKey, default_fixtures_dir
 from k3conformance.reference.identity import DEFAULT_MODEL_ID, SIMULATOR_OWNER, SIMULATOR_WARNING, package_version
 from k3conformance.reference.simulator import Simulator
-from k3conformance.reference.transport import Hit, transport_faults_for
+from k3conformance.reference.transport import Hit, hang_up, transport_faults_for
 from k3conformance.reference.values import InvalidRequest, Profile
 from k3conformance.reference.wire import completion_object, stream_frames
 from k3conformance.reference.words import words_for_bytes
@@ -61,6 +61,19 @@ async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResp
     except Exception:
         _log.exception("reference server failed on %s %s", request.method, request.path)
         return error_response(500, "internal error in the k3conformance reference simulator")
+
+
+def _dead_after_crash(routes: _Routes) -> Middleware:
+    """Once the simulated process has crashed, every request of any route is answered 503, as
+    the router or load balancer in front of a dead server answers."""
+
+    @web.middleware
+    async def dead_after_crash(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if routes.crashed:
+            return error_response(503, "simulated crash: the server process died under concurrent guided load")
+        return await handler(request)
+
+    return dead_after_crash
 
 
 def _require_api_key(api_key: str) -> Middleware:
@@ -114,6 +127,11 @@ class _Routes:
         self.parser = make_parser(self.profile.parser, fault_hooks.parser_settings(self.profile.faults))
         # Streams being served now: only a load-sensitive profile counts them (and waits for them).
         self.streams_in_flight = 0
+        # Strict-schema requests being served now, and whether they took the process down: only a
+        # deployment that crashes under guided load counts them (TensorRT-LLM PR 17845).
+        # Keyed by identity: aiohttp's requests are mappings, unhashable, and equal when their states are.
+        self.guided_in_flight: dict[int, web.Request] = {}
+        self.crashed = False
 
     async def models(self, request: web.Request) -> web.Response:
         model = {
@@ -172,6 +190,29 @@ class _Routes:
         body = await _json_object(request)
         if isinstance(body, web.Response):
             return body
+        if fault_hooks.crashes_under_guided_load(self.profile.faults) and fault_hooks.carries_strict_schema(body):
+            return await self._guided(request, body, hit)
+        return await self._answer(request, body, hit)
+
+    async def _guided(self, request: web.Request, body: dict[str, Any], hit: Hit | None) -> web.StreamResponse:
+        """A strict-schema request on a deployment that dies when more than GUIDED_CRASH_IN_FLIGHT
+        of them are in flight at once: that one, every one in flight, and (through `_dead_after_crash`)
+        every later request of any kind get no answer."""
+        self.guided_in_flight[id(request)] = request
+        try:
+            if len(self.guided_in_flight) > fault_hooks.GUIDED_CRASH_IN_FLIGHT and not self.crashed:
+                self.crashed = True
+                _log.warning("simulated crash: %d strict-schema requests in flight", len(self.guided_in_flight))
+                for doomed in self.guided_in_flight.values():
+                    hang_up(doomed)
+            await asyncio.sleep(fault_hooks.GRAMMAR_COMPILE_S)
+            if self.crashed:
+                return hang_up(request)
+            return await self._answer(request, body, hit)
+        finally:
+            del self.guided_in_flight[id(request)]
+
+    async def _answer(self, request: web.Request, body: dict[str, Any], hit: Hit | None) -> web.StreamResponse:
         try:
             completion = self.simulator.complete(body, self.prefix_cache)
         except InvalidRequest as invalid:
@@ -234,6 +275,8 @@ def build_app(
     answer_key = AnswerKey.load(fixtures_dir or default_fixtures_dir())
     routes = _Routes(Simulator(profile, answer_key, model_id), profile.latency_s if latency_s is None else latency_s)
     middlewares: list[Middleware] = [_json_errors] + ([_require_api_key(api_key)] if api_key else [])
+    if fault_hooks.crashes_under_guided_load(profile.faults):
+        middlewares.append(_dead_after_crash(routes))
     app = web.Application(middlewares=middlewares)
     app.router.add_get("/v1/models", routes.models)
     app.router.add_post("/v1/chat/completions", routes.chat_completions)

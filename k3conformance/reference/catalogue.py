@@ -375,6 +375,18 @@ FAULTS: tuple[Fault, ...] = (
             "parameter's rule), so a call to a strict tool never carries an argument whose name is not ASCII"
         ),
     ),
+    Fault(
+        "strict-schemas-crash-under-load",
+        "conformance",
+        (
+            "TensorRT-LLM PR 17845: under concurrent guided load with strict tool schemas, sampling tripped a "
+            "device-side assert on one rank and killed the whole deployment (the same requests without the "
+            "grammar ran clean); simulated here: when more than 16 requests carrying strict schemas are in "
+            "flight at once the server process dies, every request in flight loses its connection and every "
+            "later request of any kind, /health included, gets HTTP 503 for the rest of the session; one at a "
+            "time nothing happens (only the load lane's strict phase puts that many in flight)"
+        ),
+    ),
     # state
     Fault(
         "prefix-cache-corruption",

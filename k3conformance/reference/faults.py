@@ -16,6 +16,8 @@ is called from exactly one place:
 - `on_message` / `on_stream`: the server's non-streaming message and SSE frames (wire.py)
 - `falls_into_loop` / `looping_reasoning`: long outputs that loop until the token limit (simulator.py)
 - `drift_onset` / `drifted`: decoding that turns to gibberish past a context length (simulator.py)
+- `load_sensitive` / `under_load`, `crashes_under_guided_load` / `carries_strict_schema`: what
+  depends on the requests in flight, which the app counts (app.py)
 
 The healthy profile has no faults, and every hook returns at its first test when it has
 none, so the healthy path costs nothing and stays byte-identical.
@@ -661,6 +663,40 @@ def _emptied_tool_deltas(frames: Iterator[str]) -> Iterator[str]:
         if _delta_has(chunk, "tool_calls"):
             chunk["choices"][0]["delta"] = {"tool_calls": []}
         yield f"data: {json.dumps(chunk)}\n\n"
+
+
+# --- strict schemas in flight: TensorRT-LLM PR 17845 (app.py counts them) ------------------
+# Under sustained concurrent guided load with strict tool schemas, sampling tripped a CUDA
+# device-side assert on one rank and killed the whole 16-rank deployment; the same requests
+# without the grammar ran clean. Here the process "dies" when more than this many requests
+# carrying strict schemas are in flight at once: more than one process of the suites can put in
+# flight at the default --k3-concurrency (16; and the other suites send only a few strict
+# requests: structured_output's json_schema ones, one tool_calls item's strict tool), fewer
+# than the load lane's strict phase does at the default --k3-load-concurrency (32).
+GUIDED_CRASH_IN_FLIGHT = 16
+# How long a strict request of that deployment waits before decoding: its grammar's compilation,
+# in which the requests sent together are all in flight (a healthy profile never waits).
+GRAMMAR_COMPILE_S = 0.1
+
+
+def crashes_under_guided_load(faults: frozenset[str]) -> bool:
+    """Whether this deployment dies with too many strict-schema requests in flight at once."""
+    return "strict-schemas-crash-under-load" in faults
+
+
+def carries_strict_schema(body: Mapping[str, Any]) -> bool:
+    """Whether a chat request asks for guided decoding by a strict schema: a tool declared
+    `strict: true` (in `tools` or a message's dynamic tools) or a strict `json_schema` response format."""
+    messages = body.get("messages")
+    groups = [body.get("tools")]
+    if isinstance(messages, list):
+        groups += [message.get("tools") for message in messages if isinstance(message, dict)]
+    tools = [tool for group in groups if isinstance(group, list) for tool in group if isinstance(tool, dict)]
+    if any(isinstance(tool.get("function"), dict) and tool["function"].get("strict") is True for tool in tools):
+        return True
+    response_format = body.get("response_format")
+    schema = response_format.get("json_schema") if isinstance(response_format, dict) else None
+    return isinstance(schema, dict) and schema.get("strict") is True
 
 
 # --- fused-moe-loop: sglang issue 40751 --------------------------------------------------

@@ -73,7 +73,7 @@ def _finish_reason(frame: str) -> str | None:
     return choices[0].get("finish_reason") if choices else None
 
 
-def _hang_up(request: web.Request, response: web.StreamResponse | None = None) -> web.StreamResponse:
+def hang_up(request: web.Request, response: web.StreamResponse | None = None) -> web.StreamResponse:
     """Close the connection where the answer stands; what is returned is never sent."""
     if request.transport is not None:
         request.transport.close()
@@ -111,7 +111,7 @@ class Hit:
             if self.attempt == 1:
                 return _error(503, "simulated overload: the server is busy, try again")
             return _error(500, "simulated internal error in a burst of server errors")
-        return _hang_up(self._request)
+        return hang_up(self._request)
 
     async def answer(self, payload: dict[str, Any]) -> web.StreamResponse:
         """A non-streaming answer, spoilt."""
@@ -126,7 +126,7 @@ class Hit:
         response.content_length = len(body)
         await response.prepare(self._request)
         await response.write(body[: len(body) // 2])
-        return _hang_up(self._request, response)
+        return hang_up(self._request, response)
 
     async def stream(self, frames: Iterator[str]) -> web.StreamResponse:
         """A streamed answer, spoilt: written frame by frame, since where it breaks matters."""
@@ -137,7 +137,7 @@ class Hit:
             await response.prepare(self._request)
             for position, frame in enumerate(pending):
                 if self.fault == DROPPED_CONNECTION and position == middle:
-                    return _hang_up(self._request, response)
+                    return hang_up(self._request, response)
                 if self.fault == MALFORMED_FRAME and position == middle:
                     frame = frame[: len(frame) // 2] + "\n\n"
                 await response.write(frame.encode())

@@ -19,7 +19,7 @@ from k3conformance.formatting import terminal_safe
 from k3conformance.options import Settings, check_separate_path_values, resolve_settings
 from k3conformance.probes.probe import InfrastructureError, Probe, probe_of
 from k3conformance.run.activation import STASH_KEY, SUITES_MARKER, has_suites_conftest, reference_profile
-from k3conformance.run.ordering import MARKERS, conformance_first, mark_kinds, suite_kinds
+from k3conformance.run.ordering import MARKERS, conformance_first, load_lanes_last, mark_kinds, suite_kinds
 from k3conformance.run.signals import interrupt_on_sigterm, restore_sigterm
 from k3conformance.run.state import WORKERINPUT_KEY, WORKEROUTPUT_KEY, BaselineViews, RunState
 from k3conformance.run.tally import USER_PROPERTY, classify, suite_of, tally_report
@@ -296,9 +296,9 @@ class RunHooks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        """Mark each suite's tests conformance or accuracy (before `-m` deselects) and put the conformance
-        suites first; --k3-vendor checks only with it; --k3-limit keeps N items per suite (every item kind a
-        check needs); then the sequential gate's committed order."""
+        """Mark each suite's tests conformance or accuracy (before `-m` deselects), put the conformance
+        suites first and the load lane last; --k3-vendor checks only with it; --k3-limit keeps N items per
+        suite (every item kind a check needs); then the sequential gate's committed order."""
         from k3conformance.probes.selection import limited, vendor_only
 
         settings = self.state.settings
@@ -306,6 +306,7 @@ class RunHooks:
         mark_kinds(items, kinds)
         if settings.conformance_first:
             conformance_first(items, kinds)
+        load_lanes_last(items)
         deselected: list[pytest.Item] = []
         if not settings.vendor:
             deselected = [item for item in items if vendor_only(item)]

@@ -7,6 +7,10 @@ simulator, hours against a real deployment). A suite is an accuracy suite when a
 scores items (takes the `k3_score` fixture); every other suite is a conformance suite. Whole
 suites move, in a stable sort, so each module's tests stay together and every xdist worker
 computes the same order from the same collection (the share scheduler deals items in it).
+
+The load lane goes last of all, after the accuracy suites too: it is the one part of a run that
+can take a deployment down (a crash under concurrent guided decoding, checks/load.py), and what
+it costs then is only its own finding, not the evidence of the suites before it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from k3conformance.probes.probe import probe_of
 from k3conformance.run.tally import suite_of
 
 ACCURACY = "accuracy"
@@ -49,3 +54,15 @@ def mark_kinds(items: Sequence[pytest.Item], kinds: dict[str, str]) -> None:
 def conformance_first(items: list[pytest.Item], kinds: dict[str, str]) -> None:
     """Conformance suites (and tests of no suite) first, accuracy suites after, otherwise as collected."""
     items.sort(key=lambda item: kinds.get(suite_of(item) or "") == ACCURACY)
+
+
+def load_lanes_last(items: list[pytest.Item]) -> None:
+    """Tests whose probe sets the load itself (`Probe.exclusive`, the load lane) after every other
+    test, whatever the other order: the lane drives the deployment harder than any suite, and a
+    deployment it takes down (TensorRT-LLM PR 17845) then costs no other suite its evidence."""
+    items.sort(key=_sets_the_load)
+
+
+def _sets_the_load(item: pytest.Item) -> bool:
+    probe = probe_of(item)
+    return probe is not None and probe.exclusive

@@ -1,11 +1,12 @@
 """Failures first: conformance suites run before accuracy suites (also under xdist), each
 conformance failure is printed when it happens, and `-m conformance` / `-m accuracy` split them;
-on the reference deployment (a simulator) with a parser that drops every tool call."""
+on the reference deployment (a simulator) with a parser that drops every tool call. The load
+lane, which can take a deployment down, runs after everything."""
 
 from __future__ import annotations
 
 import pytest
-from run_files import copy_suites
+from run_files import LOAD_SUITE, copy_suites
 
 SUITES = ("test_agentic_coding.py", "test_tool_calls.py")
 COMMON = ("--k3-limit", "2", "--k3-results-dir", "out", "-p", "no:cacheprovider")
@@ -39,6 +40,17 @@ def test_collected_order_is_kept_on_request(project: pytest.Pytester) -> None:
     ordered = project.runpytest(*SUITES, "--collect-only", "-q", *COMMON)
     lines = [line for line in ordered.stdout.lines if "::" in line]
     assert lines[0].startswith("test_tool_calls.py::") and lines[-1].startswith("test_agentic_coding.py::")
+
+
+@pytest.mark.parametrize("order", [(), ("--k3-conformance-first=off",)], ids=["conformance-first", "collected"])
+def test_the_load_lane_runs_last_whatever_the_order(pytester: pytest.Pytester, order: tuple[str, ...]) -> None:
+    # The lane can take a deployment down: named first, it still comes after the accuracy suite.
+    copy_suites(pytester.path, (LOAD_SUITE, *SUITES))
+    result = pytester.runpytest(LOAD_SUITE, *SUITES, *order, "--collect-only", "-q", *COMMON)
+    lines = [line for line in result.stdout.lines if "::" in line]
+    lane = [line.startswith(f"{LOAD_SUITE}::") for line in lines]
+    assert any(lane) and lane == sorted(lane)
+    assert any(line.startswith("test_agentic_coding.py::") for line in lines)
 
 
 @pytest.mark.parametrize(

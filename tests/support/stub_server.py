@@ -12,6 +12,10 @@ from typing import Any
 
 from aiohttp import web
 
+from k3conformance.endpoint.client import EndpointClient, RetryPolicy
+from k3conformance.endpoint.completion import Completion
+from k3conformance.endpoint.errors import RequestError
+
 MODEL = "stub-model"
 # llama.cpp's answer when its parser refuses the model's output (xllamacpp 2026.10.11549): the
 # body of its HTTP 500, and in a stream the error event it sends instead of the next frame.
@@ -130,3 +134,18 @@ def serve_stub(script: list[str], failing_text: str | None = None) -> Iterator[t
     app.router.add_post("/v1/chat/completions", stub.chat)
     with serve_app(app) as url:
         yield url, stub
+
+
+def send(url: str, body: dict[str, Any], retries: int = 3) -> tuple[Completion | RequestError, int]:
+    """One request through the plugin's own client, with its retries (a short backoff)."""
+
+    async def go() -> tuple[Completion | RequestError, int]:
+        client = EndpointClient(
+            base_url=url, api_key=None, timeout_s=10, concurrency=2, retry=RetryPolicy(retries, 0.01)
+        )
+        try:
+            return await client.chat(body)
+        finally:
+            await client.close()
+
+    return asyncio.run(go())

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 import pytest
-from stub_server import MODEL, serve_stub
+from stub_server import MODEL, send, serve_stub
 
-from k3conformance.endpoint.client import EndpointClient, RetryPolicy
 from k3conformance.endpoint.completion import Completion
 from k3conformance.endpoint.errors import ErrorClass, RequestError
 from k3conformance.probes.probe import ParserRefusal, Probe, ProbeResult, SampleResult
@@ -23,19 +19,6 @@ STREAM_WITH_USAGE = {
     "stream": True,
     "stream_options": {"include_usage": True},
 }
-
-
-def send(url: str, body: dict[str, Any], retries: int = 3) -> tuple[Completion | RequestError, int]:
-    async def go() -> tuple[Completion | RequestError, int]:
-        client = EndpointClient(
-            base_url=url, api_key=None, timeout_s=10, concurrency=2, retry=RetryPolicy(retries, 0.01)
-        )
-        try:
-            return await client.chat(body)
-        finally:
-            await client.close()
-
-    return asyncio.run(go())
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])

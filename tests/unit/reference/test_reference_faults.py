@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import shutil
 import urllib.error
@@ -15,7 +16,7 @@ import pytest
 
 from k3conformance.reference import RunningServer, default_fixtures_dir
 from k3conformance.reference.catalogue import CONFORMANCE_FAULTS
-from k3conformance.reference.faults import PrefixCache, prefix_cache_for
+from k3conformance.reference.faults import GUIDED_CRASH_IN_FLIGHT, PrefixCache, prefix_cache_for
 from k3conformance.reference.profiles import get_profile, profiles_of_kind
 from k3conformance.reference.server import start_in_thread
 
@@ -1088,3 +1089,38 @@ def tool_deltas_are_emptied_only_with_many_streams_in_flight(faulty: RunningServ
     # Streams that started with 6 or more in flight carry empty tool-call deltas, and still end on tool_calls.
     assert [[]] in tool_deltas
     assert all(stream[-2]["choices"][0]["finish_reason"] == "tool_calls" for stream in streams)
+
+
+def _status_or_dropped(server: RunningServer, body: dict[str, Any]) -> int | str:
+    """The HTTP status a request gets, or "dropped" when the connection is cut before one."""
+    try:
+        return post(server, body)[0]
+    except (urllib.error.URLError, ConnectionError, http.client.HTTPException):
+        return "dropped"
+
+
+@shows("strict-schemas-crash-under-load")
+def the_process_dies_with_too_many_strict_schemas_in_flight(faulty: RunningServer, healthy: RunningServer) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    strict_forecast = {**FORECAST, "function": {**FORECAST["function"], "strict": True}}
+    asked = user(FORECAST_PROMPT, tools=[strict_forecast], tool_choice="required", stream=True)
+    at_once = 2 * GUIDED_CRASH_IN_FLIGHT
+    # One at a time, more of them than the crash needs in flight: every one answered.
+    assert {_status_or_dropped(faulty, asked) for _ in range(GUIDED_CRASH_IN_FLIGHT + 1)} == {200}
+    # The crash lasts for the rest of the process: a server of its own, so the module's stays up.
+    doomed = start_in_thread(get_profile("strict-schemas-crash-under-load"))
+    try:
+        with ThreadPoolExecutor(max_workers=at_once) as pool:
+            assert set(pool.map(lambda _: _status_or_dropped(healthy, asked), range(at_once))) == {200}
+            crashed = list(pool.map(lambda _: _status_or_dropped(doomed, asked), range(at_once)))
+        # All at once the process dies: those in flight lose their connections (any that finished before the
+        # crash, on a slow machine, were answered), those after get 503...
+        assert "dropped" in crashed
+        # ...and so does every later request of any kind, the health route included.
+        assert _status_or_dropped(doomed, user(PONG)) == 503
+        with pytest.raises(urllib.error.HTTPError) as health:
+            urllib.request.urlopen(doomed.url.removesuffix("/v1") + "/health", timeout=30)
+        assert health.value.code == 503
+    finally:
+        doomed.stop()
