@@ -46,7 +46,9 @@ def test_collected_order_is_kept_on_request(project: pytest.Pytester) -> None:
 def test_the_load_lane_runs_last_whatever_the_order(pytester: pytest.Pytester, order: tuple[str, ...]) -> None:
     # The lane can take a deployment down: named first, it still comes after the accuracy suite.
     copy_suites(pytester.path, (LOAD_SUITE, *SUITES))
-    result = pytester.runpytest(LOAD_SUITE, *SUITES, *order, "--collect-only", "-q", *COMMON)
+    # In a subprocess: in-process, test_load.py would clash with tests/unit/checks/test_load.py
+    # whenever an xdist worker has imported that one first ("import file mismatch").
+    result = pytester.runpytest_subprocess(LOAD_SUITE, *SUITES, *order, "--collect-only", "-q", *COMMON)
     lines = [line for line in result.stdout.lines if "::" in line]
     lane = [line.startswith(f"{LOAD_SUITE}::") for line in lines]
     assert any(lane) and lane == sorted(lane)
