@@ -93,11 +93,8 @@ def humaneval_program(problem: Mapping[str, Any], code: str) -> str:
     which a chat model answering with a whole function may rightly leave out. Then the
     problem's tests and `check(entry_point)`.
     """
-    entry_point = str(problem["entry_point"])
-    prompt = str(problem["prompt"])
-    head = _before_definition(prompt, entry_point) if defines_function(code, entry_point) else prompt
-    solution = head + code
-    return f"{solution}\n\n{problem['test']}\n\ncheck({entry_point})\n"
+    solution, tests = humaneval_parts(problem, code)
+    return f"{solution}\n\n{tests}"
 
 
 def tests_program(code: str, tests: str) -> str:
