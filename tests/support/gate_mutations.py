@@ -402,6 +402,13 @@ def _relabel_as_baseline_shape(case: str, baseline: Summary, candidate: Summary)
     candidate["server_info"] = _copy(baseline["server_info"])
 
 
+def _relaunched(case: str, baseline: Summary, candidate: Summary) -> None:
+    """The summary says the server was launched again: llama.cpp's media marker, drawn at every
+    launch, is new (a field a resume may change, gate/policy.py's per-launch fields)."""
+    props = candidate.setdefault("server_info", {}).setdefault("props", {})
+    props["media_marker"] = "<__media_relaunched__>"
+
+
 def _forged_sequential_pass(case: str, baseline: Summary, candidate: Summary) -> None:
     """A sequential block that stopped with PASS at look 1 after 8 items, its PASS bounds at −12
     (issue 21, reproduction 3)."""
@@ -557,6 +564,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation("another model id in the summary only", _on_candidate(_setting("model", "some/other")), summary_only=True),
     Mutation("seed 7 in the summary only", _on_candidate(_setting("seed", 7)), summary_only=True),
+    Mutation("a relaunch's new media marker in the summary only", _on_candidate(_relaunched), summary_only=True),
     # Weak options.
     Mutation("--margin 40", _with_arguments("--margin", "40")),
     Mutation(
