@@ -110,7 +110,24 @@ def _add_plan(commands: Any) -> None:
     )
     # The gate's options and the plan's from the one option table, as `compare` takes them.
     add_gate_arguments(plan, (*GATE_OPTIONS, *PLAN_OPTIONS))
+    plan.add_argument(
+        "--budget",
+        type=_budget,
+        default=None,
+        metavar="requests=N|tokens=N",
+        help="What the gated run may spend at most: the plan cuts each suite's maximum in proportion and says "
+        "which verdicts the budget can still reach",
+    )
     plan.add_argument("--format", choices=("text", "json"), default="text", help="Output format (default: text)")
+
+
+def _budget(text: str) -> Any:
+    from k3conformance.gate.sequential.plan import Budget
+
+    unit, _, amount = text.partition("=")
+    if unit not in ("requests", "tokens") or not amount.strip().isdigit() or int(amount) < 1:
+        raise argparse.ArgumentTypeError(f"expected requests=N or tokens=N with N a positive integer, got {text!r}")
+    return Budget(unit, int(amount))
 
 
 def _add_parsers(commands: Any) -> None:
@@ -262,14 +279,14 @@ def _plan(arguments: argparse.Namespace) -> int:
         return 2
     try:
         settings = GateSettings.from_options(arguments)
-        plans = plan_baseline(baseline, settings, partner)
+        plans = plan_baseline(baseline, settings, partner, arguments.budget)
     except ValueError as error:
         print(f"k3conformance plan: {error}", file=sys.stderr)
         return 2
     if arguments.format == "json":
         print(json.dumps({"baseline": baseline.label, "suites": [plan.to_dict() for plan in plans]}, indent=2))
     else:
-        print("\n".join(report_lines(baseline, settings, plans)))
+        print("\n".join(report_lines(baseline, settings, plans, arguments.budget)))
     return 0
 
 

@@ -409,9 +409,9 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
     OptionSpec(
         "math_dataset",
         dataset_specs,
-        ("fixture:math",),
-        "Math problems: fixture:math, hub:openai/gsm8k:main@test, hub:HuggingFaceH4/MATH-500@test, "
-        "file:PATH.jsonl; comma-separated (default: fixture:math)",
+        ("fixture:math", "pool:math_hard"),
+        "Math problems: fixture:math, pool:math_hard (MATH-500's levels 4-5, bundled), hub:openai/gsm8k:main@test, "
+        "hub:HuggingFaceH4/MATH-500@test, file:PATH.jsonl; comma-separated (default: fixture:math,pool:math_hard)",
     ),
     OptionSpec(
         "coding_dataset",

@@ -1,6 +1,7 @@
 """Where a suite's items come from, named by a spec string:
 
     fixture:NAME                 the bundled fixtures/NAME.json
+    pool:NAME                    the bundled item pool fixtures/pools/NAME/ (pools.py: real items with provenance)
     hub:NAME[:CONFIG][@SPLIT]    a Hugging Face Hub dataset (split "test" unless given)
     file:PATH                    a local .json, .jsonl or .parquet file
 
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from k3conformance.datasets.bundled import load_fixture
+from k3conformance.datasets.pools import PoolUnavailable, load_pool
 
 __all__ = [
     "AIME_FIELDS",
@@ -40,7 +42,7 @@ __all__ = [
     "parse_dataset_spec",
 ]
 
-SpecKind = Literal["fixture", "hub", "file"]
+SpecKind = Literal["fixture", "pool", "hub", "file"]
 
 DEFAULT_HUB_SPLIT = "test"  # evaluation data: a spec without @SPLIT means the test split
 FILE_SUFFIXES = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
@@ -52,7 +54,7 @@ _HUB_CONFIG = re.compile(_HUB_PART)
 _HUB_SPLIT = re.compile(r"[A-Za-z0-9_.\-\[\]:%+]+")  # also `datasets` slicing: test[:100]
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
-SPEC_FORMS = "fixture:NAME, hub:NAME[:CONFIG][@SPLIT] or file:PATH (.json, .jsonl, .parquet)"
+SPEC_FORMS = "fixture:NAME, pool:NAME, hub:NAME[:CONFIG][@SPLIT] or file:PATH (.json, .jsonl, .parquet)"
 MATH_OPTION = "--k3-math-dataset"
 # What each option can be set to instead: data that is always there, and a local file.
 _ALTERNATIVES = {
@@ -118,6 +120,10 @@ def parse_dataset_spec(text: str) -> DatasetSpec:
     rest = rest.strip()
     if kind == "fixture":
         return _parse_fixture(text, rest)
+    if kind == "pool":
+        if not _FIXTURE_NAME.fullmatch(rest):
+            raise argparse.ArgumentTypeError(f"expected pool:NAME with NAME a folder in fixtures/pools/, got {text!r}")
+        return DatasetSpec("pool", rest)
     if kind == "hub":
         return _parse_hub(text, rest)
     if kind == "file":
@@ -194,6 +200,8 @@ def load_dataset_items(
     try:
         if parsed.kind == "fixture":
             rows, revision = _fixture_rows(parsed)
+        elif parsed.kind == "pool":
+            rows, revision = _pool_rows(parsed)
         elif parsed.kind == "hub":
             rows, revision = _hub_rows(parsed, limit, cache_dir)
         else:
@@ -219,6 +227,14 @@ def _fixture_rows(spec: DatasetSpec) -> tuple[list[Mapping[str, Any]], str]:
     except FileNotFoundError as error:
         raise _Unavailable(str(error)) from None
     return list(fixture.items), fixture.sha256
+
+
+def _pool_rows(spec: DatasetSpec) -> tuple[list[Mapping[str, Any]], str]:
+    try:
+        pool = load_pool(spec.name)
+    except PoolUnavailable as error:
+        raise _Unavailable(str(error)) from None
+    return list(pool.items), pool.sha256
 
 
 def _import_datasets() -> Any:

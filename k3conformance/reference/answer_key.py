@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from k3conformance.datasets.bundled import fixtures_dir
+from k3conformance.datasets.pools import MANIFEST, load_pool
 from k3conformance.reference.values import ExpectedToolCall, FixtureItem
 
 
@@ -40,6 +41,9 @@ class AnswerKey:
         items: list[FixtureItem] = []
         for path in sorted(directory.glob("*.json")):
             items.extend(_parse_suite(path))
+        pools = directory / "pools"
+        for manifest in sorted(pools.glob(f"*/{MANIFEST}")) if pools.is_dir() else ():
+            items.extend(_pool_items(manifest.parent.name))
         return cls(items)
 
     def lookup(self, text: str) -> FixtureItem | None:
@@ -82,6 +86,33 @@ def _parse_item(suite: str, raw: Mapping[str, Any]) -> FixtureItem:
         graded=bool(simulator.get("graded", True)),
         tool_calls=calls,
     )
+
+
+def _pool_items(name: str) -> list[FixtureItem]:
+    """A math pool's items as the simulator answers them: the worked solution when right, a
+    wrong integer boxed when wrong (the pool's builder checked the grader scores both so).
+    Pools of other suites carry their answer keys in their own form (agentic tasks, say)."""
+    pool = load_pool(name)
+    if pool.suite != "math":
+        return []
+    return [
+        FixtureItem(
+            suite=pool.suite,
+            id=str(item["id"]),
+            prompt=str(item["prompt"]),
+            answer=item["answer"],
+            reply=str(item.get("solution") or f"The final answer is $\\boxed{{{item['answer']}}}$."),
+            wrong_reply=f"The final answer is $\\boxed{{{wrong_math_answer(str(item['answer']))}}}$.",
+            graded=True,
+            tool_calls=(),
+        )
+        for item in pool.items
+    ]
+
+
+def wrong_math_answer(gold: str) -> str:
+    """An integer the gold is not."""
+    return "7907" if gold.strip() == "7919" else "7919"
 
 
 def _answer_text(answer: Any) -> str:

@@ -160,6 +160,8 @@ class _Routes:
                 "tool_call_parser": "kimi_k3",
                 # Which implementation reads the simulated raw output (xtml/parsers).
                 "k3conformance_parser": {"name": self.parser.name, "version": self.parser.version},
+                # How the simulated items' solve chances spread (reference/difficulty.py).
+                "k3conformance_item_spread": self.profile.item_spread,
                 "version": package_version(),
             }
         )

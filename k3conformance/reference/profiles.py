@@ -12,6 +12,7 @@ import difflib
 from types import MappingProxyType
 
 from k3conformance.reference.catalogue import FAULTS
+from k3conformance.reference.difficulty import SPREAD_MODES
 from k3conformance.reference.values import Profile, ProfileKind
 from k3conformance.xtml.parsers import PARSER_NAMES
 
@@ -106,18 +107,37 @@ def unknown_profile_message(name: str) -> str:
 
 
 def get_profile(name: str) -> Profile:
-    """A profile by name; `NAME+PARSER` (`tp8+sglang`) is that profile read by another parser."""
-    base_name, _, parser = name.partition("+")
+    """A profile by name; `NAME+PARSER` (`tp8+sglang`) is that profile read by another parser, and
+    `NAME+exchangeable` the same profile with every item at its mean accuracy (reference/difficulty.py:
+    the worst case for what a PASS costs)."""
+    base_name, *modifiers = name.split("+")
     try:
         profile = PROFILES[base_name]
     except KeyError:
         raise KeyError(unknown_profile_message(base_name)) from None
-    return with_parser(profile, parser) if parser else profile
+    for modifier in modifiers:
+        profile = with_item_spread(profile, modifier) if modifier in SPREAD_MODES else with_parser(profile, modifier)
+    return profile
+
+
+def with_item_spread(profile: Profile, mode: str) -> Profile:
+    if mode == profile.item_spread:
+        return profile
+    return dataclasses.replace(
+        profile,
+        base=profile.base or profile.name,
+        name=f"{profile.name}+{mode}",
+        description=f"{profile.description}; items {mode} (every item at the mean accuracy)",
+        item_spread=mode,
+    )
 
 
 def with_parser(profile: Profile, parser: str) -> Profile:
     if parser not in PARSER_NAMES:
-        raise KeyError(f"unknown parser {parser!r} in reference profile; known parsers: {', '.join(PARSER_NAMES)}")
+        raise KeyError(
+            f"unknown parser or item spread {parser!r} in reference profile; known parsers: {', '.join(PARSER_NAMES)}; "
+            f"item spreads: {', '.join(SPREAD_MODES)}"
+        )
     if parser == profile.parser:
         return profile
     # Sampled as the profile itself, so that only the parser differs between the two.

@@ -16,6 +16,7 @@ from k3conformance.datasets.long_prompts import needle_answer
 from k3conformance.reference import agent_play, recall
 from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.answer_key import AnswerKey
+from k3conformance.reference.difficulty import solve_chance
 from k3conformance.reference.faults import PrefixCache
 from k3conformance.reference.prompt import (
     TOKENS_PER_MESSAGE,
@@ -93,7 +94,8 @@ class Simulator:
             # accuracy stands for; recalling a short earlier turn is not, and never fails.
             long_context = needle_answer(question) is not None
             draw = _unit_draw("retrieval", question[-200:], request.seed)
-            right = not corrupted and (not long_context or draw < self.profile.accuracy)
+            chance = self.solve_chance(f"retrieval/{question[-200:]}", self.profile.accuracy)
+            right = not corrupted and (not long_context or draw < chance)
             reply = retrieved if right else wrong_variant(rng, retrieved)
         elif item is None:
             reply = generic_reply(rng)
@@ -133,7 +135,7 @@ class Simulator:
         mean_words: int,
     ) -> SimulatedTurn:
         """One turn of the scripted agent; right or wrong per (task, seed), as other items are."""
-        correct = _unit_draw(task.id, request.seed) < self.profile.accuracy_for(AGENT_SUITE)
+        correct = _unit_draw(task.id, request.seed) < self.solve_chance(task.id, self.profile.accuracy_for(AGENT_SUITE))
         action = agent_play.next_action(request, task, correct, mean_words)
         reasoning = ""
         if request.thinking:
@@ -183,7 +185,14 @@ class Simulator:
         # are a subset of a more accurate one's.
         if not item.graded:
             return True
-        return _unit_draw(item.id, seed) < self.profile.accuracy_for(item.suite)
+        return _unit_draw(item.id, seed) < self.solve_chance(
+            f"{item.suite}/{item.id}", self.profile.accuracy_for(item.suite)
+        )
+
+    def solve_chance(self, key: str, accuracy: float) -> float:
+        """Item `key`'s own chance of a right answer at this mean accuracy (reference/difficulty.py):
+        the one place every graded answer, retrieval and agentic task decides right or wrong."""
+        return solve_chance(key, accuracy, self.profile.item_spread)
 
     def _request_seed(self, body: Mapping[str, Any], request: ChatRequest) -> int:
         keys = ("messages", "tools", "tool_choice", "response_format")

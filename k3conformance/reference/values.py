@@ -162,6 +162,9 @@ class Profile:
     shape: str = "tp8"
     # The parser that reads the model's raw output (reference/parsers): `builtin` or a real one.
     parser: str = "builtin"
+    # How the items' solve chances spread around the accuracy (reference/difficulty.py): the
+    # measured spread of a real model, or every item at the mean (exchangeable, the worst case).
+    item_spread: str = "measured"
 
     def __post_init__(self) -> None:
         if not all(0.0 <= value <= 1.0 for value in (self.accuracy, *self.suite_accuracy.values())):

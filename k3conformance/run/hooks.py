@@ -168,12 +168,18 @@ def _plan_requests(session: pytest.Session, state: RunState) -> None:
 
 
 def _note_dataset(state: RunState, probe: Probe) -> None:
+    from k3conformance.datasets.pools import load_pool
+
     entry = state.datasets.setdefault(probe.suite, {"items": []})
     for key in ("dataset", "dataset_sha256"):
         if key in probe.data:
             entry[key] = probe.data[key]
     if "dataset" in probe.data:
-        entry.setdefault("sources", {})[probe.data["dataset"]] = probe.data.get("dataset_sha256", "")
+        dataset = str(probe.data["dataset"])
+        entry.setdefault("sources", {})[dataset] = probe.data.get("dataset_sha256", "")
+        if dataset.startswith("pool:") and dataset not in entry.get("pools", {}):
+            # A pool's license and sources go into the run, so that its items' origin travels with its scores.
+            entry.setdefault("pools", {})[dataset] = load_pool(dataset.partition(":")[2]).provenance()
     if probe.item not in entry["items"]:
         entry["items"].append(probe.item)
     entry.setdefault("item_sha256", {})[probe.item] = probe.content_sha256()

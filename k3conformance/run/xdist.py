@@ -43,7 +43,7 @@ class XdistHooks:
                 if key in entry:
                     merged[key] = entry[key]
             merged["items"] = sorted(set(merged["items"]) | set(entry["items"]))
-            for key in ("sources", "item_sha256"):
+            for key in ("sources", "item_sha256", "pools"):
                 if key in entry:
                     merged.setdefault(key, {}).update(entry[key])  # type: ignore[misc]
 

@@ -64,6 +64,8 @@ class DatasetEntry(TypedDict, total=False):
     sources: dict[str, str]
     # Each selected item's content hash (probes/probe.py, Probe.content_sha256).
     item_sha256: dict[str, str]
+    # Per pool the suite's items came from (datasets/pools.py): its hash, license and sources.
+    pools: dict[str, dict[str, Any]]
 
 
 class Selection(TypedDict):

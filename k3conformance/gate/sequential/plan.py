@@ -37,20 +37,27 @@ from scipy import optimize, stats
 from k3conformance.gate.settings import GateSettings
 from k3conformance.runs.records import STATUS_COMPLETE, SUMMARY_FILE, read_summary
 from k3conformance.runs.schema import SchemaError, validate_summary
+from k3conformance.runs.spend import spend_by_suite
 from k3conformance.runs.stored import StoredRun
 from k3conformance.stats.group_sequential import (
     ItemVariance,
     SequentialDesign,
     crossing_probabilities,
     design,
+    evaluate_look,
     rounds_design,
     spending_bounds,
 )
 from k3conformance.stats.monitors import MONITOR_ALPHA
-from k3conformance.stats.paired import POWER, ItemTotals
+from k3conformance.stats.paired import PASS, POWER, ItemTotals, compare_scores, tango_statistic
 
 ASSUMED_DISCORDANCE = 0.15
 DEFAULT_LOOKS = 5
+# The chance that a deployment equal to the baseline exits 0: every gated suite must PASS, so
+# each is sized for RUN_PASS_POWER ** (1 / suites) (0.95 each for 4 suites, 0.96 for 6).
+RUN_PASS_POWER = 0.8
+# Samples per item weighed when a suite cannot reach its PASS power on the items there are.
+_SAMPLE_COUNTS = (1, 2, 4, 8, 16, 32)
 # Items a plan would ask for, beyond which it says "more than any dataset holds".
 _PLAN_CEILING = 1_000_000
 
@@ -116,6 +123,32 @@ class SuitePlan:
     rounds: SequentialDesign | None = None
     # The loss the rounds design's FAIL side catches 4 times in 5 (after its last round).
     rounds_min_detectable_drop: float | None = None
+    # The PASS power the suite is sized for (the run's 0.8 shared over its gated suites).
+    pass_power_target: float = POWER
+    # P(PASS) at a true loss of exactly the margin: at most α by construction, printed so a reader sees it.
+    pass_at_margin: float = 0.0
+    # Whether any outcome can PASS at the maximum: a candidate equal to the baseline on every item.
+    pass_reachable: bool = True
+    reach_note: str = ""
+    # What one sample of one item cost the baseline, from its records (None: not measured).
+    requests_per_sample: float | None = None
+    tokens_per_sample: float | None = None
+    # Samples per item (baseline and candidate alike) that reach the PASS power on the maximum's
+    # items, where one sample does not; None when no count does or the spread is unmeasured.
+    samples_to_pass: int | None = None
+    # The budget's cap on the items, when a --k3-budget lowered the maximum.
+    budget_items: int | None = None
+
+    def expected_requests(self, items: float) -> float | None:
+        """Requests the candidate sends for `items` items at the baseline's samples per item."""
+        if self.requests_per_sample is None:
+            return None
+        return items * self.samples_per_item * self.requests_per_sample
+
+    def expected_tokens(self, items: float) -> float | None:
+        if self.tokens_per_sample is None:
+            return None
+        return items * self.samples_per_item * self.tokens_per_sample
 
     @property
     def run_design(self) -> SequentialDesign:
@@ -235,15 +268,21 @@ def plan_suite(
     max_items: int | None = None,
     sample_rounds: Sequence[int] = (),
     first_samples: int = 1,
+    pass_power: float = POWER,
+    spend: tuple[float, float] | None = None,
+    budget_items: int | None = None,
 ) -> SuitePlan:
+    """The design for one suite. `pass_power`: the PASS power at no change the maximum is sized for
+    (the FAIL side's at twice the margin stays 0.8); `spend`: (requests, output tokens) per sample of
+    an item, as the baseline spent them; `budget_items`: a cap on the items from --k3-budget."""
     if not baseline:
         raise ValueError(f"{suite}: the baseline scored no item")
     if margin <= 0:
         raise ValueError(f"{suite}: a sequential plan needs a margin above 0")
     fail_alpha = alpha - MONITOR_ALPHA if alpha > 2 * MONITOR_ALPHA else alpha / 2
-    planned = _planned_items(spread.sd, margin, alpha, fail_alpha, looks)
+    planned = _planned_items(spread.sd, margin, alpha, fail_alpha, looks, pass_power)
     available = len(baseline)
-    cap = min(planned, available, max_items or available)
+    cap = min(planned, available, max_items or available, budget_items or available)
     chosen = design(cap, looks, margin=margin, alpha=alpha, fail_alpha=fail_alpha)
     no_change = _outcome(chosen, spread.sd, 0.0)
     double_loss = _outcome(chosen, spread.sd, -2 * margin)
@@ -251,6 +290,7 @@ def plan_suite(
     outlook = samples_outlook(chosen, baseline, spread, sample_rounds)
     capped = chosen.max_items == available < planned
     rounds = _rounds_of(chosen, outlook, first_samples, sample_rounds) if capped else None
+    reachable, reach_note = _reach(chosen, baseline, alpha)
     return SuitePlan(
         suite=suite,
         items_available=available,
@@ -270,7 +310,60 @@ def plan_suite(
         samples_outlook=outlook,
         rounds=rounds,
         rounds_min_detectable_drop=None if rounds is None else _rounds_drop(rounds, outlook),
+        pass_power_target=pass_power,
+        pass_at_margin=_outcome(chosen, spread.sd, -margin)[2],
+        pass_reachable=reachable,
+        reach_note=reach_note,
+        requests_per_sample=None if spend is None else spend[0],
+        tokens_per_sample=None if spend is None else spend[1],
+        samples_to_pass=_samples_to_pass(chosen, outlook, pass_power) if no_change[2] < pass_power else None,
+        budget_items=budget_items if budget_items is not None and budget_items < min(planned, available) else None,
     )
+
+
+def _reach(chosen: SequentialDesign, baseline: Mapping[str, ItemTotals], alpha: float) -> tuple[bool, str]:
+    """Whether a PASS is possible at all on the maximum's items: the best a candidate can do is to
+    equal the baseline on every item; if that cannot clear the last look's PASS bound, nor the
+    fixed-size comparison that decides a suite reaching its maximum, no outcome can."""
+    ordered = [baseline[item] for item in sorted(baseline) if baseline[item].samples][: chosen.max_items]
+    if len(ordered) < chosen.max_items:
+        return (
+            False,
+            f"PASS unreachable: the baseline scored {len(ordered)} of the {chosen.max_items} items the design needs",
+        )
+    best = evaluate_look(chosen, len(chosen.sizes) - 1, ordered, ordered)
+    if best.verdict == PASS:
+        return True, ""
+    same = {str(index): totals for index, totals in enumerate(ordered)}
+    fixed = compare_scores(same, same, margin=chosen.margin, alpha=alpha)
+    if fixed is not None and fixed.verdict == PASS:
+        return True, ""
+    needed = _items_to_reach(chosen.margin, alpha) if all(t.binary for t in ordered) else None
+    more = f"; one sample per item needs at least {needed} items to make a PASS possible" if needed else ""
+    return False, (
+        f"PASS unreachable at {chosen.max_items} items: a candidate equal to the baseline on every item scores "
+        f"{best.statistic:.2f} against the PASS bound {best.pass_bound:.2f}{more}"
+    )
+
+
+def _items_to_reach(margin: float, alpha: float) -> int | None:
+    """The fewest single-sample items at which zero disagreement clears the fixed-size PASS bound."""
+    bound = float(stats.norm.isf(alpha))
+    for items in range(1, 100_000):
+        if tango_statistic(0, 0, items, -margin) >= bound:
+            return items
+    return None
+
+
+def _samples_to_pass(chosen: SequentialDesign, outlook: SamplesOutlook | None, target: float) -> int | None:
+    """The fewest samples per item, on both sides, at which the maximum's items reach the PASS power."""
+    if outlook is None:
+        return None
+    for samples in _SAMPLE_COUNTS:
+        variance = outlook.between + 2 * outlook.within / samples
+        if variance <= 0 or _outcome(chosen, math.sqrt(variance), 0.0)[2] >= target:
+            return samples
+    return None
 
 
 def _rounds_drop(rounds: SequentialDesign, outlook: SamplesOutlook | None) -> float:
@@ -283,13 +376,15 @@ def _z_sum(alpha: float) -> float:
     return float(stats.norm.isf(alpha) + stats.norm.ppf(POWER))
 
 
-def _planned_items(sd: float, margin: float, alpha: float, fail_alpha: float, looks: int) -> int:
-    """N for 80% power to PASS at no change and to FAIL at −2m (both a distance m from −m)."""
+def _planned_items(
+    sd: float, margin: float, alpha: float, fail_alpha: float, looks: int, pass_target: float = POWER
+) -> int:
+    """N for `pass_target` power to PASS at no change and 80% to FAIL at −2m (both a distance m from −m)."""
     fractions = [(k + 1) / looks for k in range(looks)]
     fail_bounds, pass_bounds = spending_bounds(fractions, fail_alpha), spending_bounds(fractions, alpha)
 
     def pass_power(drift: float) -> float:
-        return crossing_probabilities(fractions, fail_bounds, pass_bounds, drift).pass_total - POWER
+        return crossing_probabilities(fractions, fail_bounds, pass_bounds, drift).pass_total - pass_target
 
     def fail_power(drift: float) -> float:
         return crossing_probabilities(fractions, fail_bounds, pass_bounds, -drift).fail_total - POWER
@@ -322,19 +417,51 @@ def _min_detectable_drop(chosen: SequentialDesign, sd: float) -> float:
 def plan_lines(plan: SuitePlan) -> list[str]:
     """The plan in words, as `k3conformance plan` and a gated run's header print it."""
     chosen = plan.design
-    capped = f" (capped: {plan.planned_items} planned for 80% power)" if chosen.max_items < plan.planned_items else ""
+    power = f"{plan.pass_power_target:.0%} PASS power"
+    capped = (
+        f" (capped: {plan.planned_items} planned for {plan.pass_power_target:.0%} power)"
+        if chosen.max_items < plan.planned_items
+        else ""
+    )
+    if plan.budget_items is not None:
+        capped += " (cut by the budget)"
     sizes = ", ".join(str(size) for size in chosen.sizes)
-    return [
+
+    def spent(items: float) -> str:
+        requests, tokens = plan.expected_requests(items), plan.expected_tokens(items)
+        if requests is None or tokens is None:
+            return ""
+        return f", about {requests:,.0f} requests and {tokens:,.0f} output tokens"
+
+    lines = [
         f"{plan.suite}: {plan.items_available} items in the baseline at {plan.baseline_accuracy:.1%}, "
         f"{plan.samples_per_item} sample(s) per item; spread of d {plan.spread.sd:.3f} from {plan.spread.source}",
-        f"  maximum {chosen.max_items} items{capped}; looks at {sizes}",
-        f"  no change: about {plan.expected_items_no_change:.0f} items to a decision (PASS {plan.pass_no_change:.0%})",
+        f"  maximum {chosen.max_items} items{capped}{spent(chosen.max_items)}; looks at {sizes}",
+        f"  no change: about {plan.expected_items_no_change:.0f} items to a decision{spent(plan.expected_items_no_change)} "
+        f"(PASS {plan.pass_no_change:.0%}; sized for {plan.pass_power_target:.0%})",
         f"  a loss of {plan.margin * 200:.1f} pts (twice the margin): about {plan.expected_items_double_loss:.0f} "
-        f"items (FAIL {plan.fail_double_loss:.0%})",
+        f"items (FAIL {plan.fail_double_loss:.0%}; sized for {POWER:.0%})",
+        f"  a loss of exactly the margin, {plan.margin * 100:.1f} pts: PASS {plan.pass_at_margin:.1%} (at most α "
+        f"{plan.alpha:g})",
         f"  minimum detectable drop at {chosen.max_items} items: {plan.min_detectable_drop * 100:.1f} pts "
         f"(a fixed-size run needs {plan.fixed_items_no_change} items for 80% PASS at no change)",
-        *(samples_lines(plan) if plan.capped_by_items else []),
     ]
+    if not plan.pass_reachable:
+        lines.append(f"  {plan.reach_note}: this suite can only FAIL or be INCONCLUSIVE")
+    elif plan.pass_no_change < plan.pass_power_target:
+        if plan.samples_outlook is None:
+            lines.append(
+                f"  {power} on these items: unknown how many samples per item it takes (the baseline's within-item "
+                "spread is unmeasured at one sample per item: store it with --k3-samples 4)"
+            )
+        elif plan.samples_to_pass is not None:
+            lines.append(
+                f"  to reach {power} on these items: {plan.samples_to_pass} samples per item on both sides "
+                f"(store the baseline and run the candidate with --k3-samples {plan.samples_to_pass})"
+            )
+        else:
+            lines.append(f"  {power} is out of reach on {chosen.max_items} items at any number of samples weighed")
+    return lines + (samples_lines(plan) if plan.capped_by_items else [])
 
 
 def samples_lines(plan: SuitePlan) -> list[str]:
@@ -403,10 +530,23 @@ def a_a_partner(baseline: StoredRun, *, started_before: str | None = None) -> St
     return None
 
 
+def suite_pass_power(gated_suites: int) -> float:
+    """Each gated suite's PASS power for the run's RUN_PASS_POWER: all of them must PASS."""
+    return float(RUN_PASS_POWER ** (1 / max(gated_suites, 1)))
+
+
 def plan_items(
-    suite: str, totals: Mapping[str, ItemTotals], options: GateSettings, partner: StoredRun | None = None
+    suite: str,
+    totals: Mapping[str, ItemTotals],
+    options: GateSettings,
+    partner: StoredRun | None = None,
+    *,
+    gated_suites: int = 1,
+    spend: tuple[float, float] | None = None,
+    budget_items: int | None = None,
 ) -> SuitePlan:
-    """The plan of one suite on these baseline items, its spread from the A/A partner when there is one."""
+    """The plan of one suite on these baseline items, its spread from the A/A partner when there is
+    one, sized for its share of the run's PASS power among `gated_suites` suites."""
     theirs = partner.item_totals(suite) if partner is not None and suite in partner.scored_suites() else None
     spread = spread_from(totals, theirs, partner.label if partner is not None else None)
     return plan_suite(
@@ -419,12 +559,69 @@ def plan_items(
         max_items=options.max_items,
         sample_rounds=options.sample_rounds,
         first_samples=options.samples,
+        pass_power=suite_pass_power(gated_suites),
+        spend=spend,
+        budget_items=budget_items,
     )
 
 
-def plan_baseline(baseline: StoredRun, options: GateSettings, partner: StoredRun | None = None) -> list[SuitePlan]:
-    """A plan for every accuracy suite (suites with per-item scores) of the baseline."""
-    return [plan_items(suite, baseline.item_totals(suite), options, partner) for suite in _scored(baseline)]
+def spend_per_sample(baseline: StoredRun) -> dict[str, tuple[float, float]]:
+    """Per suite, the requests and output tokens one sample of one item cost the baseline (its records)."""
+    if baseline.path is None:
+        return {}
+    spent = spend_by_suite(baseline.path.parent)
+    result = {}
+    for suite in _scored(baseline):
+        samples = sum(t.samples for t in baseline.item_totals(suite).values())
+        if suite in spent and samples:
+            result[suite] = (spent[suite].requests / samples, spent[suite].output_tokens / samples)
+    return result
+
+
+def plan_baseline(
+    baseline: StoredRun, options: GateSettings, partner: StoredRun | None = None, budget: Budget | None = None
+) -> list[SuitePlan]:
+    """A plan for every accuracy suite (suites with per-item scores) of the baseline; with a budget,
+    each suite's maximum is cut in proportion until the whole run's maximum fits it."""
+    suites = _scored(baseline)
+    spends = spend_per_sample(baseline)
+
+    def plans(caps: Mapping[str, int]) -> list[SuitePlan]:
+        return [
+            plan_items(
+                suite,
+                baseline.item_totals(suite),
+                options,
+                partner,
+                gated_suites=len(suites),
+                spend=spends.get(suite),
+                budget_items=caps.get(suite),
+            )
+            for suite in suites
+        ]
+
+    planned = plans({})
+    if budget is None:
+        return planned
+    cost = {plan.suite: budget.cost(plan, plan.design.max_items) for plan in planned}
+    if None in cost.values():
+        raise ValueError(f"a {budget.unit} budget needs the baseline's records to tell what an item costs")
+    whole = sum(value or 0.0 for value in cost.values())
+    if whole <= budget.amount:
+        return planned
+    share = budget.amount / whole
+    return plans({plan.suite: max(1, math.floor(plan.design.max_items * share)) for plan in planned})
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a gated run may spend at most: requests or output tokens (`k3conformance plan --budget`)."""
+
+    unit: str  # "requests" or "tokens"
+    amount: int
+
+    def cost(self, plan: SuitePlan, items: float) -> float | None:
+        return plan.expected_requests(items) if self.unit == "requests" else plan.expected_tokens(items)
 
 
 def plan_report(baseline: StoredRun, options: GateSettings, partner: StoredRun | None = None) -> list[str]:
@@ -436,12 +633,45 @@ def plan_report(baseline: StoredRun, options: GateSettings, partner: StoredRun |
     return report_lines(baseline, options, plans)
 
 
-def report_lines(baseline: StoredRun, options: GateSettings, plans: list[SuitePlan]) -> list[str]:
+def report_lines(
+    baseline: StoredRun, options: GateSettings, plans: list[SuitePlan], budget: Budget | None = None
+) -> list[str]:
     if not plans:
         return ["no sequential plan: the baseline has no accuracy suite (no per-item scores)"]
     lines = [f"sequential plan against the baseline {baseline.label} (α {options.alpha}, {options.looks} looks)"]
     for plan in plans:
         lines += plan_lines(plan)
+    return lines + run_lines(plans, budget)
+
+
+def run_lines(plans: Sequence[SuitePlan], budget: Budget | None = None) -> list[str]:
+    """What the whole run can reach: every gated suite must PASS for exit 0."""
+    exit_zero = math.prod(plan.pass_no_change for plan in plans)
+    unreachable = [plan.suite for plan in plans if not plan.pass_reachable]
+    lines = [
+        f"the run: a deployment equal to the baseline exits 0 with about {exit_zero:.0%} (every one of "
+        f"{len(plans)} gated suites must PASS; each is sized for {suite_pass_power(len(plans)):.0%}, "
+        f"the run for {RUN_PASS_POWER:.0%})"
+    ]
+    if unreachable:
+        lines.append(f"  PASS cannot be reached on {', '.join(unreachable)}: this run can exit 0 only once they can")
+    requests = [plan.expected_requests(plan.design.max_items) for plan in plans]
+    tokens = [plan.expected_tokens(plan.design.max_items) for plan in plans]
+    if None not in requests and None not in tokens:
+        lines.append(
+            f"  at most about {sum(r or 0 for r in requests):,.0f} requests and {sum(t or 0 for t in tokens):,.0f} "
+            "output tokens (every suite to its maximum)"
+        )
+    if budget is not None:
+        capped = [plan for plan in plans if plan.budget_items is not None]
+        if capped:
+            caps = ",".join(f"{plan.suite}={plan.design.max_items}" for plan in capped)
+            lines.append(
+                f"  the budget of {budget.amount:,} {budget.unit} cuts the maxima ({caps}); --k3-max-items "
+                f"{min(plan.design.max_items for plan in capped)} keeps a run within it (it caps every suite alike)"
+            )
+        else:
+            lines.append(f"  the budget of {budget.amount:,} {budget.unit} holds every suite's maximum")
     return lines
 
 

@@ -320,7 +320,7 @@ def test_a_profile_names_its_parser() -> None:
     assert (get_profile("tp8+sglang").name, get_profile("tp8+sglang").parser) == ("tp8+sglang", "sglang")
     assert get_profile("tp8+sglang").faults == frozenset()
     assert (get_profile("tp8+vllm").name, get_profile("tp8+vllm").parser) == ("tp8+vllm", "vllm")
-    with pytest.raises(KeyError, match="unknown parser 'vllm2'"):
+    with pytest.raises(KeyError, match="unknown parser or item spread 'vllm2'"):
         get_profile("tp8+vllm2")
 
 

@@ -147,3 +147,85 @@ def test_items_that_never_vary_leave_nothing_for_more_samples(
     # The sampling noise is measured, and 0: the whole assumed spread is between items.
     assert outlook["within"] == 0.0 and outlook["between"] == pytest.approx(0.15)
     assert [drop for _, drop in outlook["drops"]] == pytest.approx([plan["min_detectable_drop"]] * 3)
+
+
+def test_plan_prints_the_three_figures_and_what_the_whole_run_reaches(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Per suite: PASS at no change (and the power it is sized for), FAIL at twice the margin, PASS at
+    exactly the margin (at most α); for the run, the chance that an unchanged deployment exits 0."""
+    store(tmp_path, "20260101T000000Z-aaaaaa", single_samples(300))
+    assert cli_main(["plan", "tp8", "--results-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "(PASS 27%; sized for 80%)" in out or "sized for 80%)" in out
+    assert "(FAIL" in out and "sized for 80%)" in out
+    assert "a loss of exactly the margin, 3.0 pts: PASS 5.0% (at most α 0.05)" in out
+    assert "the run: a deployment equal to the baseline exits 0 with about" in out
+    assert "every one of 1 gated suites must PASS" in out
+
+
+def test_a_suite_that_no_outcome_can_pass_says_so_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Six items all right, one sample each: even a candidate equal to the baseline cannot clear the
+    PASS bound (Tango at zero disagreement needs about 105 items at a 3-point margin)."""
+    store(tmp_path, "20260101T000000Z-aaaaaa", {f"item-{i}": (1, 1.0) for i in range(6)})
+    assert cli_main(["plan", "tp8", "--results-dir", str(tmp_path), "--format", "json"]) == 0
+    (plan,) = json.loads(capsys.readouterr().out)["suites"]
+    assert plan["pass_reachable"] is False
+    assert "needs at least 104 items" in plan["reach_note"]
+    assert cli_main(["plan", "tp8", "--results-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "PASS unreachable at 6 items" in out and "this suite can only FAIL or be INCONCLUSIVE" in out
+    assert "PASS cannot be reached on coding: this run can exit 0 only once they can" in out
+    # At 104 items it becomes possible, as the note says.
+    store(tmp_path / "more", "20260101T000000Z-aaaaaa", {f"item-{i}": (1, 1.0) for i in range(104)})
+    assert cli_main(["plan", "tp8", "--results-dir", str(tmp_path / "more"), "--format", "json"]) == 0
+    (enough,) = json.loads(capsys.readouterr().out)["suites"]
+    assert enough["pass_reachable"] is True
+
+
+def test_each_gated_suite_is_sized_for_its_share_of_the_runs_pass_power() -> None:
+    from k3conformance.gate.sequential.plan import plan_suite, spread_from, suite_pass_power
+    from k3conformance.stats.paired import ItemTotals
+
+    assert suite_pass_power(1) == pytest.approx(0.8)
+    assert suite_pass_power(6) == pytest.approx(0.8 ** (1 / 6))
+    many = {str(i): ItemTotals(1, 1.0) for i in range(8000)}
+    alone = plan_suite("math", many, spread_from(many, None, None), margin=0.03, alpha=0.05)
+    shared = plan_suite("math", many, spread_from(many, None, None), margin=0.03, alpha=0.05, pass_power=0.95)
+    assert shared.planned_items > alone.planned_items
+    assert shared.pass_no_change >= 0.95 > alone.pass_no_change >= 0.8
+    assert shared.fail_double_loss >= 0.8 and shared.pass_at_margin <= 0.05 + 1e-4
+
+
+def test_plan_names_the_samples_per_item_that_reach_the_pass_power(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """300 items at 4 samples, their scores spread within items: more samples on both sides reach the power."""
+    store(tmp_path, "20260101T000000Z-aaaaaa", {f"item-{i}": (4, float(2 + (i % 3 == 0))) for i in range(300)})
+    assert cli_main(["plan", "tp8", "--results-dir", str(tmp_path), "--format", "json"]) == 0
+    (plan,) = json.loads(capsys.readouterr().out)["suites"]
+    assert plan["pass_no_change"] < 0.8 and plan["samples_to_pass"] in (8, 16, 32)
+    assert cli_main(["plan", "tp8", "--results-dir", str(tmp_path)]) == 0
+    assert f"--k3-samples {plan['samples_to_pass']}" in capsys.readouterr().out
+
+
+def test_a_budget_cuts_the_maxima_and_says_what_it_still_reaches(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = store(tmp_path, "20260101T000000Z-aaaaaa", single_samples(300))
+    response = {"kind": "response", "suite": "coding", "item": "x", "response": {"usage": {"completion_tokens": 500}}}
+    with (run_dir / "records-main.jsonl").open("a") as records:
+        records.writelines(json.dumps({**response, "item": f"item-{i}"}) + "\n" for i in range(300))
+    assert cli_main(["plan", "tp8", "--results-dir", str(tmp_path)]) == 0
+    whole = capsys.readouterr().out
+    assert "maximum 300 items (capped: 1109 planned for 80% power), about 300 requests and 150,000 output tokens" in whole
+    assert cli_main(["plan", "tp8", "--results-dir", str(tmp_path), "--budget", "requests=150"]) == 0
+    out = capsys.readouterr().out
+    assert "maximum 150 items (capped: 1109 planned for 80% power) (cut by the budget)" in out
+    assert "the budget of 150 requests cuts the maxima (coding=150); --k3-max-items 150 keeps a run within it" in out
+    assert cli_main(["plan", "tp8", "--results-dir", str(tmp_path), "--budget", "tokens=10000000"]) == 0
+    assert "the budget of 10,000,000 tokens holds every suite's maximum" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cli_main(["plan", "tp8", "--results-dir", str(tmp_path), "--budget", "requests=lots"])
