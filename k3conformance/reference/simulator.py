@@ -242,6 +242,8 @@ def _called_tool_name(messages: Sequence[Mapping[str, Any]], tool_call_id: str) 
 def _within_budget(
     request: ChatRequest, reasoning: str, content: str | None, calls: tuple[ToolCall, ...]
 ) -> SimulatedTurn:
+    if content and request.stop:
+        content = _before_stop(content, request.stop)
     reasoning_tokens = count_tokens(reasoning)
     answer_tokens = count_tokens(content or "") + sum(count_tokens(call.arguments) for call in calls)
     finish_reason = "tool_calls" if calls else "stop"
@@ -265,4 +267,13 @@ def _within_budget(
         completion_tokens=reasoning_tokens + answer_tokens,
         reasoning_tokens=reasoning_tokens,
         thinking=request.thinking,
+        after_tool_result=request.messages[-1].get("role") == "tool",
     )
+
+
+def _before_stop(content: str, stop: tuple[str, ...]) -> str:
+    """The answer up to the first stop string in it, which the output leaves out (OpenAI's
+    `stop`). Matched in the answer only: the simulator's reasoning is not searched, so a
+    stop string taken from the answer and absent from the reasoning ends the answer."""
+    found = [index for index in (content.find(value) for value in stop) if index >= 0]
+    return content[: min(found)] if found else content

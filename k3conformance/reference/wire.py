@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.values import SimulatedTurn
 from k3conformance.reference.words import count_tokens
-from k3conformance.xtml.parsers import Parsed, ParsedCall, WireParser
+from k3conformance.xtml.parsers import Parsed, ParsedCall, WireParser, make_parser
 from k3conformance.xtml.writer import render, token_pieces
 
 # SGLang's name for the reasoning field (vLLM has used both this and `reasoning`).
@@ -38,7 +38,10 @@ class _ConfiguredPerRequest(Protocol):
     def for_request(self, *, thinking: bool) -> WireParser: ...
 
 
-def _request_parser(parser: WireParser, completion: SimulatedTurn) -> WireParser:
+def _request_parser(parser: WireParser, completion: SimulatedTurn, faults: frozenset[str]) -> WireParser:
+    settings = fault_hooks.turn_parser_settings(faults, completion.after_tool_result)
+    if settings is not None:
+        parser = make_parser(parser.name, settings)
     return parser.for_request(thinking=completion.thinking) if isinstance(parser, _ConfiguredPerRequest) else parser
 
 
@@ -82,7 +85,7 @@ def completion_object(
     parser: WireParser,
     parse_tools: bool,
 ) -> dict[str, Any]:
-    parsed = _request_parser(parser, completion).parse(raw_output(completion, faults), tools=parse_tools)
+    parsed = _request_parser(parser, completion, faults).parse(raw_output(completion, faults), tools=parse_tools)
     calls = [_tool_call_object(completion, position, call) for position, call in enumerate(parsed.calls)]
     message = {
         "role": "assistant",
@@ -102,7 +105,7 @@ def completion_object(
         "created": created,
         "model": model,
         "choices": [choice],
-        "usage": usage_object(completion, parsed.reasoning),
+        "usage": fault_hooks.on_usage(faults, usage_object(completion, parsed.reasoning)),
     }
 
 
@@ -117,7 +120,7 @@ def stream_frames(
     parser: WireParser,
     parse_tools: bool,
 ) -> Iterator[str]:
-    steps = _parsed_steps(_request_parser(parser, completion), raw_output(completion, faults), parse_tools)
+    steps = _parsed_steps(_request_parser(parser, completion, faults), raw_output(completion, faults), parse_tools)
     frames = _frames(completion, steps, response_id, created, model, include_usage, reasoning_field(parser))
     return fault_hooks.on_stream(faults, frames)
 
