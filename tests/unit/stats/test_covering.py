@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 
 from k3conformance.stats.covering import covered_pairs, pairwise
 
 FACTORS = {"a": ("0", "1", "2"), "b": ("x", "y"), "c": ("p", "q", "r"), "d": ("u", "v")}
 
 
-def _no_2_with_r(combination: dict[str, str]) -> bool:
+def _no_2_with_r(combination: Mapping[str, str]) -> bool:
     return not (combination["a"] == "2" and combination["c"] == "r")
 
 
