@@ -28,7 +28,9 @@ MAX_TOKENS = 8192
 # More than any server batches alone, and above the 6 streams from which the load faults of
 # the reference deployment's profiles act (reference/faults.py LOAD_FAULT_STREAMS).
 LOAD_COPIES = 8
-QUESTION = "Please get the weather in Paris and tell me what to wear today."
+# Two calls where a tool is called (the tool_calls fixture's parallel item): a budget that runs
+# out in the second call's arguments leaves the first whole, which must survive (Dynamo PR 8208).
+QUESTION = "In parallel, get the weather forecast for Oslo and for Lisbon, one call per city."
 EARLIER_QUESTION = "Which city should I visit in spring?"
 TOOLS = [
     {
@@ -42,7 +44,7 @@ TOOLS = [
                     "city": {"type": "string"},
                     "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
                 },
-                "required": ["city", "unit"],
+                "required": ["city"],
             },
         },
     },
@@ -77,7 +79,7 @@ HISTORY: Mapping[str, list[dict[str, Any]]] = {
                 {
                     "id": "functions.get_weather:0",
                     "type": "function",
-                    "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'},
+                    "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
                 }
             ],
         },
@@ -129,6 +131,7 @@ def _conversation(cell: Mapping[str, str]) -> Any:
             else:
                 budget = checks.budget_for(ending, first)
                 exchange.note("max_tokens", budget)
+                exchange.note("whole_calls_before_cut", checks.whole_calls_before_cut(ending, first))
                 if budget is None:
                     return
                 body = {**body, "max_tokens": budget}
@@ -172,6 +175,7 @@ def observed(probe: Probe, result: ProbeResult) -> checks.Observed:
         max_tokens=sample.notes.get("max_tokens"),
         stop=sample.notes.get("stop"),
         named_tool=NAMED_TOOL,
+        whole_calls_before_cut=sample.notes.get("whole_calls_before_cut", 0),
     )
 
 

@@ -106,6 +106,9 @@ class Observed:
     stop: str | None = None
     # The tool a named tool_choice names.
     named_tool: str | None = None
+    # How many calls the first response made in full and the budget let through whole (0 when
+    # the cut fell in the first call, or the ending is not length-tool-args).
+    whole_calls_before_cut: int = 0
     # False where the ending could not be provoked and the first response, which ended by
     # itself, stands for the cell: it is judged as a natural end.
     provoked: bool = True
@@ -169,7 +172,10 @@ def _judge_answer(completion: Completion, observed: Observed) -> tuple[bool, str
 def _judge_tool_calls(completion: Completion, observed: Observed) -> tuple[bool, str]:
     calls = completion.tool_calls or []
     got = f"tool_calls {calls}, finish_reason {completion.finish_reason!r}"
-    if bool(calls) != (completion.finish_reason == "tool_calls"):
+    # A budget that ran out inside the tools block leaves the calls written whole before it.
+    if (completion.finish_reason == "tool_calls" and not calls) or (
+        calls and completion.finish_reason not in ("tool_calls", "length")
+    ):
         return False, got
     tools, ending = observed.cell["tools"], observed.ending
     if tools in NO_CALL and calls:
@@ -227,6 +233,8 @@ def _judge_usage(completion: Completion, observed: Observed) -> tuple[bool, str]
 def _judge_calls_whole(completion: Completion, observed: Observed) -> tuple[bool, str]:
     calls = completion.tool_calls or []
     got = f"tool_calls {calls}, content {excerpt(completion.content)}"
+    if observed.ending == "length-tool-args" and observed.whole_calls_before_cut and not calls:
+        return False, got
     for call in calls:
         try:
             arguments = json.loads((call.get("function") or {}).get("arguments") or "")
@@ -280,8 +288,9 @@ CLAUSES: tuple[Clause, ...] = (
     ),
     Clause(
         "tool_calls_match_finish",
-        "`tool_calls` is non-empty exactly when `finish_reason` is `tool_calls`; no call where none may be made "
-        "(no tools, `none`); a call at a natural end where one is forced, to the named tool where one is named",
+        "`finish_reason` `tool_calls` comes with a non-empty `tool_calls`, and calls with `tool_calls` (or `length`, "
+        "below); no call where none may be made (no tools, `none`); a call at a natural end where one is forced, to "
+        "the named tool where one is named",
         "every cell",
         _always,
         "parser",
@@ -306,9 +315,9 @@ CLAUSES: tuple[Clause, ...] = (
     ),
     Clause(
         "calls_whole",
-        "every call returned is whole: its arguments parse as a JSON object; a call cut by max_tokens "
-        "(length-tool-args) is dropped rather than returned half-written, and its markup is not in `content` "
-        "(no_markup_in_fields)",
+        "every call returned is whole: its arguments parse as a JSON object; where max_tokens ran out inside a "
+        "call's arguments (length-tool-args) the calls written whole before it are returned (finish_reason "
+        "`length`), the cut one is not, and no markup of it is in `content`",
         "every cell",
         _always,
         "parser",
@@ -412,8 +421,9 @@ def reasoning_tokens_of(completion: Completion) -> int:
 
 
 def budget_for(ending: str, first: Completion) -> int | None:
-    """The max_tokens that ends a repeat of `first` where `ending` says (half-way through the
-    reasoning, or through what follows it); None where `first` is too short to cut there."""
+    """The max_tokens that ends a repeat of `first` where `ending` says: half-way through the
+    reasoning, or through what follows it, or (calls) half-way through the last call's
+    arguments, so that the calls before it are whole; None where `first` is too short to cut there."""
     generated = (first.usage or {}).get("completion_tokens")
     if not isinstance(generated, int):
         return None
@@ -421,9 +431,18 @@ def budget_for(ending: str, first: Completion) -> int | None:
     after = generated - reasoning
     if ending == "length-reasoning":
         return reasoning // 2 if reasoning >= 2 else None
-    if ending == "length-tool-args" and not first.tool_calls:
-        return None
+    if ending == "length-tool-args":
+        if not first.tool_calls:
+            return None
+        lengths = [len((call.get("function") or {}).get("arguments") or "") for call in first.tool_calls]
+        last = round(after * lengths[-1] / sum(lengths)) if sum(lengths) else after
+        return reasoning + after - last // 2 if last >= 2 else None
     return reasoning + after // 2 if after >= 2 else None
+
+
+def whole_calls_before_cut(ending: str, first: Completion) -> int:
+    """How many of `first`'s calls a repeat cut by `budget_for` keeps whole: all but the last."""
+    return max(0, len(first.tool_calls or []) - 1) if ending == "length-tool-args" else 0
 
 
 def stop_word_for(first: Completion) -> str | None:

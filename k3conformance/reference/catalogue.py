@@ -389,6 +389,15 @@ FAULTS: tuple[Fault, ...] = (
     ),
     # the 2026 public bugs the API contract matrix catches (issue 34; docs/public-bugs.md)
     Fault(
+        "unclosed-tools-section-dropped",
+        "conformance",
+        (
+            "Dynamo PR 8208 (said there to be in Moonshot's reference parser and copied into vLLM and SGLang): "
+            "max_tokens reached before the tool-call section closes and the parser discards the whole section, "
+            "the calls written whole before the cut included (a parser setting)"
+        ),
+    ),
+    Fault(
         "reasoning-tokens-zero",
         "conformance",
         (

@@ -476,6 +476,7 @@ def parser_settings(faults: frozenset[str]) -> ParserSettings:
         later_channels_end_think="tools-lost-in-unclosed-think" not in faults,
         later_channels_end_think_in_streams=not faults & _OMITTED_THINK_CLOSE,
         forced_reasoning="think-opener-as-text" not in faults,
+        calls_before_tools_close="unclosed-tools-section-dropped" not in faults,
     )
 
 
@@ -485,6 +486,7 @@ _HEALTHY_PARSERS = ParserSettings()
 _PARSER_FAULTS = frozenset(
     {
         "thinking-off-answer-as-reasoning",
+        "unclosed-tools-section-dropped",
         "no-reasoning-parser",
         "empty-tool-calls",
         "stringified-arguments",

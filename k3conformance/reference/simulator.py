@@ -253,11 +253,13 @@ def _within_budget(
         if reasoning_tokens >= limit:
             reasoning, content, calls = take_tokens(reasoning, limit), "", ()
         elif calls:
-            content, calls = "", ()
+            calls = _calls_to_the_cut(calls, limit - reasoning_tokens)
         else:
             content = take_tokens(content or "", limit - reasoning_tokens)
         reasoning_tokens = count_tokens(reasoning)
-        answer_tokens = count_tokens(content or "")
+        answer_tokens = min(
+            limit - reasoning_tokens, count_tokens(content or "") + sum(count_tokens(c.arguments) for c in calls)
+        )
     return SimulatedTurn(
         reasoning=reasoning,
         content=content,
@@ -269,6 +271,18 @@ def _within_budget(
         thinking=request.thinking,
         after_tool_result=request.messages[-1].get("role") == "tool",
     )
+
+
+def _calls_to_the_cut(calls: tuple[ToolCall, ...], room: int) -> tuple[ToolCall, ...]:
+    """The calls written whole within `room` tokens, then the one the budget cut, last (the
+    writer leaves it and the tools block unclosed: xtml/writer.py)."""
+    kept: list[ToolCall] = []
+    for call in calls:
+        kept.append(call)
+        room -= count_tokens(call.arguments)
+        if room < 0:
+            break
+    return tuple(kept)
 
 
 def _before_stop(content: str, stop: tuple[str, ...]) -> str:

@@ -83,6 +83,7 @@ TARGETS: dict[str, tuple[str, str]] = {
     "reasoning-parser-off-after-tool-result": ("contract/reasoning_where_thinking_says", "parser"),
     "reasoning-tokens-zero": ("contract/usage_adds_up", "api"),
     "thinking-off-answer-as-reasoning": ("contract/reasoning_where_thinking_says", "parser"),
+    "unclosed-tools-section-dropped": ("contract/calls_whole", "parser"),
 }
 
 # profile -> every check (suite/check[mode]) that fails on it
@@ -596,6 +597,10 @@ CONTRACT_FAILURES: dict[str, dict[str, Callable[[Cell], bool]]] = {
     "thinking-off-answer-as-reasoning": {
         "reasoning_where_thinking_says": lambda cell: cell["thinking"] == "off" and not calls_tool(cell),
         "answer_in_content": lambda cell: cell["thinking"] == "off" and not calls_tool(cell),
+    },
+    # Dynamo PR 8208: where the budget ran out in the second of two calls (named cells call once).
+    "unclosed-tools-section-dropped": {
+        "calls_whole": lambda cell: cell["ending"] == "length-tool-args" and cell["tools"] != "named",
     },
     # MoonshotAI Kimi-K2 26: every turn that calls a tool: tool_calls [], finish tool_calls, markup in content.
     "empty-tool-calls": {

@@ -1194,3 +1194,19 @@ def content_is_emptied_only_with_many_streams_in_flight(faulty: RunningServer, h
     # Streams that started with 6 or more in flight lose their answer, and still end on stop.
     assert "" in contents and "Paris" in contents
     assert all(stream[-2]["choices"][0]["finish_reason"] == "stop" for stream in streams)
+
+
+@shows("unclosed-tools-section-dropped")
+def calls_before_a_cut_in_the_tools_block_are_dropped(faulty: RunningServer, healthy: RunningServer) -> None:
+    two = user(TWO_CITIES_PROMPT, tools=TOOLS)
+    whole = answer(healthy, two, False)
+    assert len(whole.tool_calls or []) == 2
+    usage = whole.usage or {}
+    # One token short of the whole turn: the budget runs out in the second call's arguments.
+    cut = {**two, "max_tokens": usage["completion_tokens"] - 1}
+    for stream in (False, True):
+        well, sick = answer(healthy, cut, stream), answer(faulty, cut, stream)
+        assert well.finish_reasons == sick.finish_reasons == ["length"]
+        assert call_names(well) == [(whole.tool_calls or [])[0]["function"]["name"]]
+        assert not sick.tool_calls and not (sick.content or "")
+        assert answer(faulty, two, stream) == answer(healthy, two, stream)
