@@ -88,3 +88,17 @@ def test_reasoning_tokens_reported_as_zero_break_usage() -> None:
     with pytest.raises(ConformanceFailure, match="usage_adds_up"):
         contract.check_usage_adds_up(contract.Observed(cell=CELL, completions=[_completion(usage=zero)]))
     contract.check_usage_adds_up(contract.Observed(cell=CELL, completions=[_completion()]))
+
+
+def test_the_docs_table_is_the_code_table() -> None:
+    """docs/api-contract.md shows the table the checks are generated from, row for row."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[3] / "docs" / "api-contract.md").read_text()
+    for clause in contract.CLAUSES:
+        assert f"| `{clause.id}` | {clause.rule} | {clause.where} | {clause.layer} |" in page, clause.id
+    for rule, _ in contract.EXCLUDED:
+        assert f"- {rule}." in page, rule
+    for name, levels in contract.DIMENSIONS.items():
+        assert f"| {name} | {', '.join(f'`{level}`' for level in levels)} |" in page, name
+    assert f"{len(contract.design())} cells in all" in page
