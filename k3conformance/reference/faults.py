@@ -14,6 +14,8 @@ is called from exactly one place:
 - `on_raw`: the raw K3 text the model emits, before any parser reads it (wire.py)
 - `parser_settings`: how the server's reasoning and tool-call parsers are configured (app.py)
 - `on_message` / `on_stream`: the server's non-streaming message and SSE frames (wire.py)
+- `reported_finish`, `on_usage`: the finish reason and usage the server reports, both modes (wire.py)
+- `turn_parser_settings`: parser settings for one turn instead of the server's own (wire.py)
 - `falls_into_loop` / `looping_reasoning`: long outputs that loop until the token limit (simulator.py)
 - `drift_onset` / `drifted`: decoding that turns to gibberish past a context length (simulator.py)
 - `load_sensitive` / `under_load`, `crashes_under_guided_load` / `carries_strict_schema`: what
@@ -355,12 +357,6 @@ def _raw_stop_token(completion: SimulatedTurn) -> SimulatedTurn:
     return dataclasses.replace(completion, finish_reason=_RAW_STOP)
 
 
-def _length_as_stop(completion: SimulatedTurn) -> SimulatedTurn:
-    if completion.finish_reason != "length":
-        return completion
-    return dataclasses.replace(completion, finish_reason="stop")
-
-
 def _prompt_tokens_skewed(completion: SimulatedTurn) -> SimulatedTurn:
     # ROCm ATOM 1727: usage counts a constant few tokens the rendered prompt does not hold.
     return dataclasses.replace(completion, prompt_tokens=completion.prompt_tokens + _PROMPT_TOKEN_SKEW)
@@ -399,7 +395,6 @@ def _one_id_for_all_calls(completion: SimulatedTurn) -> SimulatedTurn:
 
 _COMPLETION_EDITS: tuple[tuple[str, Callable[[SimulatedTurn], SimulatedTurn]], ...] = (
     ("raw-stop-token", _raw_stop_token),
-    ("length-reported-as-stop", _length_as_stop),
     ("prompt-tokens-skewed", _prompt_tokens_skewed),
     ("usage-excludes-reasoning", _usage_without_reasoning),
     ("usage-ignores-reasoning", _usage_of_content_only),
@@ -509,6 +504,16 @@ def turn_parser_settings(faults: frozenset[str], after_tool_result: bool) -> Par
     if "reasoning-parser-off-after-tool-result" in faults and after_tool_result:
         return dataclasses.replace(parser_settings(faults), reasoning=False)
     return None
+
+
+def reported_finish(faults: frozenset[str], finish_reason: str) -> str:
+    """The finish_reason the server reports for a turn the model ended with `finish_reason`.
+
+    length-reported-as-stop: a turn cut by max_tokens is reported as `stop`; the output itself
+    is cut as it was (a call cut in its arguments stays unreturned)."""
+    if finish_reason == "length" and "length-reported-as-stop" in faults:
+        return "stop"
+    return finish_reason
 
 
 def on_usage(faults: frozenset[str], usage: dict[str, Any]) -> dict[str, Any]:

@@ -97,7 +97,7 @@ def completion_object(
         "index": 0,
         "message": fault_hooks.on_message(faults, message),
         "logprobs": None,
-        "finish_reason": completion.finish_reason,
+        "finish_reason": fault_hooks.reported_finish(faults, completion.finish_reason),
     }
     return {
         "id": response_id,
@@ -121,7 +121,7 @@ def stream_frames(
     parse_tools: bool,
 ) -> Iterator[str]:
     steps = _parsed_steps(_request_parser(parser, completion, faults), raw_output(completion, faults), parse_tools)
-    frames = _frames(completion, steps, response_id, created, model, include_usage, reasoning_field(parser))
+    frames = _frames(completion, steps, response_id, created, model, include_usage, reasoning_field(parser), faults)
     return fault_hooks.on_stream(faults, frames)
 
 
@@ -140,6 +140,7 @@ def _frames(
     model: str,
     include_usage: bool,
     reasoning_name: str,
+    faults: frozenset[str],
 ) -> Iterator[str]:
     # Long outputs make thousands of frames, so everything constant about a frame is
     # encoded once and each frame only encodes its own text.
@@ -172,7 +173,7 @@ def _frames(
         yield content_head + '""' + text_tail  # an empty answer is still an answer
     if completion.finish_reason == "tool_calls" and not calls_sent:
         yield frame('{"tool_calls":[]}')
-    yield frame("{}", completion.finish_reason)
+    yield frame("{}", fault_hooks.reported_finish(faults, completion.finish_reason))
     if include_usage:
         usage = usage_object(completion, "".join(reasoning))
         yield f'data: {envelope[:-1]},"choices":[],"usage":{json.dumps(usage)}}}\n\n'
