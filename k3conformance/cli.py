@@ -13,6 +13,8 @@ from k3conformance import __version__
 from k3conformance.options import non_negative_float, positive_int
 
 REFERENCE_API_KEY_ENV = "K3_REFERENCE_API_KEY"
+RUN = "run"
+SUITES = "suites"
 
 
 def _port(text: str) -> int:
@@ -41,6 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="k3conformance", description="Kimi K3 deployment conformance tools")
     parser.add_argument("--version", action="version", version=f"k3conformance {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.add_parser(
+        RUN,
+        help="Run the bundled suites with pytest from any directory: k3conformance run [pytest options]",
+        description=(
+            "Run the suites installed with the package (the repository's suites/ in a checkout) with pytest, "
+            "from the current directory: every argument goes to pytest unchanged (--k3-endpoint URL, -n 4, -k ...), "
+            "records go under ./results, and the exit status is pytest's."
+        ),
+        add_help=False,
+    )
 
     serve = commands.add_parser(
         "serve",
@@ -223,7 +235,10 @@ def _add_matrix(commands: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    arguments = build_parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:1] == [RUN]:
+        return run_bundled_suites(given[1:])
+    arguments = build_parser().parse_args(given)
     if arguments.command == "serve":
         return _serve(arguments)
     if arguments.command == "compare":
@@ -238,6 +253,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments.command == "plan":
         return _plan(arguments)
     return 2
+
+
+def run_bundled_suites(pytest_args: Sequence[str]) -> int:
+    """pytest on the bundled suites, with the node ids of a run in the repository (`suites/test_X.py::...`)
+    and pytest's cache in the current directory rather than inside the installed package.
+
+    pytest replaces this process (its exit status and signals are pytest's own), so that it imports the
+    plugin itself: imported here first, the plugin's modules could not be assertion-rewritten."""
+    from k3conformance.datasets.bundled import suites_dir
+
+    suites = suites_dir()
+    # `suites/test_X.py[::test]` names a bundled suite file as it is named in the repository (how the
+    # opt-in small-model suite is asked for); with no such argument, every bundled suite runs.
+    named = [str(suites.parent / arg) if arg.split("::")[0].startswith(f"{SUITES}/") else arg for arg in pytest_args]
+    paths = [] if named != list(pytest_args) else [str(suites)]
+    cache = [] if "no:cacheprovider" in named else ["-o", f"cache_dir={Path.cwd() / '.pytest_cache'}"]
+    argv = [sys.executable, "-m", "pytest", "--rootdir", str(suites.parent), *cache, *named, *paths]
+    sys.stdout.flush()
+    os.execv(sys.executable, argv)
+    return 2  # not reached: execv returns only by raising
 
 
 def _parsers(arguments: argparse.Namespace) -> int:

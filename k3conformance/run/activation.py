@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from k3conformance.endpoint.url import parse_reference_profile
 from k3conformance.options import OPTIONS
 
 if TYPE_CHECKING:
@@ -46,11 +45,3 @@ def _names_k3_option(args: Sequence[str]) -> bool:
         if previous in _OVERRIDE_INI and arg.startswith("k3_"):
             return True
     return False
-
-
-def reference_profile(endpoint: str) -> str:
-    """The simulator profile `reference[:NAME]` names, checked against the known profiles
-    (KeyError with the known names otherwise)."""
-    from k3conformance.reference.profiles import get_profile
-
-    return get_profile(parse_reference_profile(endpoint)).name

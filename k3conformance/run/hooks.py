@@ -18,7 +18,7 @@ from k3conformance.endpoint.url import is_reference
 from k3conformance.formatting import terminal_safe
 from k3conformance.options import Settings, check_separate_path_values, resolve_settings
 from k3conformance.probes.probe import InfrastructureError, Probe, probe_of
-from k3conformance.run.activation import STASH_KEY, SUITES_MARKER, has_suites_conftest, reference_profile
+from k3conformance.run.activation import STASH_KEY, SUITES_MARKER, has_suites_conftest
 from k3conformance.run.ordering import MARKERS, conformance_first, load_lanes_last, mark_kinds, suite_kinds
 from k3conformance.run.signals import interrupt_on_sigterm, restore_sigterm
 from k3conformance.run.state import WORKERINPUT_KEY, WORKEROUTPUT_KEY, BaselineViews, RunState
@@ -83,8 +83,10 @@ def activate(config: pytest.Config) -> RunState:
 
 def _check_reference_profile(settings: Settings) -> None:
     if is_reference(settings.endpoint):
+        from k3conformance.reference.profiles import endpoint_profile
+
         try:
-            reference_profile(settings.endpoint)
+            endpoint_profile(settings.endpoint)
         except KeyError as error:
             raise pytest.UsageError(f"--k3-endpoint: {error.args[0]}") from None
 

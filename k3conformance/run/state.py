@@ -21,7 +21,6 @@ from k3conformance.endpoint.resolved import ResolvedEndpoint
 from k3conformance.endpoint.url import is_reference
 from k3conformance.options import Settings
 from k3conformance.probes.counters import RequestCounters
-from k3conformance.run.activation import reference_profile
 from k3conformance.runs.records import (
     STATUS_COMPLETE,
     STATUS_INCOMPLETE,
@@ -81,7 +80,9 @@ def shape_label(settings: Settings) -> str:
     if settings.shape:
         return settings.shape
     if is_reference(settings.endpoint):
-        return f"reference-{reference_profile(settings.endpoint)}"
+        from k3conformance.reference.profiles import endpoint_profile
+
+        return f"reference-{endpoint_profile(settings.endpoint)}"
     return "unlabelled"
 
 
@@ -192,10 +193,11 @@ class RunState:
         # The HTTP stack is imported only by sessions that talk to an endpoint.
         from k3conformance.endpoint.errors import EndpointError
         from k3conformance.endpoint.preflight import start_endpoint
+        from k3conformance.reference.profiles import endpoint_profile
 
         if self.endpoint is None:
             try:
-                profile = reference_profile(self.settings.endpoint) if is_reference(self.settings.endpoint) else None
+                profile = endpoint_profile(self.settings.endpoint) if is_reference(self.settings.endpoint) else None
                 self.endpoint, self.reference = start_endpoint(self.settings, self._loop().run, profile)
             except EndpointError as error:
                 raise pytest.UsageError(str(error)) from None

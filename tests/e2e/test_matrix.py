@@ -25,6 +25,8 @@ PAYLOAD = (
     "<img src=x onerror=\"document.body.innerHTML='PWNED'\">"
     "<a href=\"javascript:document.body.innerHTML='PWNED'\">click</a>"
     "<div onmouseover=\"document.body.innerHTML='PWNED'\">hover</div>"
+    # A terminal acts on ESC sequences (clear, recolour); U+202E reverses what a reader sees.
+    "\x1b[2J\x1b[31mdeployment healthy\u202eLIAF\u202c\r"
 )
 
 
@@ -140,6 +142,9 @@ def test_the_html_page_escapes_what_the_model_wrote(
         and "default-src 'none'" in str(attrs.get("content"))
         for tag, attrs in tags
     )
+    # Control and bidi characters are written as escapes, as in the terminal and gate.md; newlines stay.
+    assert not set(text) & {"\x1b", "\u202e", "\u202c", "\r"}
+    assert "\\x1b[2J\\x1b[31mdeployment healthy\\u202eLIAF\\u202c\\r" in text and "\n" in text
     # The drill-down reaches the agent's turns and says where a task looped.
     assert "turn 1:" in text and "LOOP in" in text
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from k3conformance.checks.failures import ConformanceFailure
-from k3conformance.formatting import excerpt, markdown_text, terminal_safe
+from k3conformance.formatting import excerpt, markdown_text, page_text, terminal_safe
 
 
 @pytest.mark.parametrize(
@@ -46,3 +46,8 @@ def test_a_failure_message_is_one_terminal_safe_line_and_a_hint() -> None:
 )
 def test_markdown_text_is_literal(raw: str, rendered_literal: str) -> None:
     assert markdown_text(raw) == rendered_literal
+
+
+def test_page_text_escapes_controls_and_bidi_but_keeps_the_layout() -> None:
+    hostile = "ok\x1b[2J\u202eLIAF\u202c\r\nnext\tcolumn\u200b"
+    assert page_text(hostile) == "ok\\x1b[2J\\u202eLIAF\\u202c\\r\nnext\tcolumn\\u200b"

@@ -8,7 +8,15 @@ from typing import Any
 
 from k3conformance.gate.sequential.rule import BY_MAXIMUM
 from k3conformance.gate.sequential.state import verdict_lines
-from k3conformance.gate.verdict import ABOUT_ACCURACY, ABOUT_COVERAGE, INCOMPLETE, Finding, GateResult, settle
+from k3conformance.gate.verdict import (
+    ABOUT_ACCURACY,
+    ABOUT_COVERAGE,
+    ABOUT_UNJUDGED,
+    INCOMPLETE,
+    Finding,
+    GateResult,
+    settle,
+)
 from k3conformance.runs.stored import StoredRun
 from k3conformance.stats.paired import PASS
 
@@ -49,7 +57,7 @@ def apply_sequential(result: GateResult, paths: Mapping[str, Any], baseline: Sto
             # minimum detectable drop of tens of points) would only add noise to the reasons.
             findings = [f for f in findings if f.suite != suite or f.about not in (ABOUT_COVERAGE, ABOUT_ACCURACY)]
             text = f"{suite}: left unjudged, {path['items']} items fed: {path['left_unjudged']}"
-            findings.append(Finding(INCOMPLETE, text, suite, ABOUT_COVERAGE))
+            findings.append(Finding(INCOMPLETE, text, suite, ABOUT_UNJUDGED))
         if ABOUT_ACCURACY in superseded and stop["verdict"] != PASS:
             text = f"{suite}: sequential {stop['verdict']} by the {stop['by']} after {stop['items']} items"
             findings.append(Finding(stop["verdict"], text, suite, ABOUT_ACCURACY))

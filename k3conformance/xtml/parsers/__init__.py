@@ -9,112 +9,37 @@ it, so a parsing fault is a fault of the raw text or of the parser's configurati
 
 from __future__ import annotations
 
-import importlib.metadata
-from dataclasses import dataclass
-from typing import Protocol
+from k3conformance.xtml.parsers.base import (
+    PARSER_NAMES,
+    Parsed,
+    ParsedCall,
+    ParseRefused,
+    ParserSettings,
+    ParserUnavailable,
+    StreamingParse,
+    WireParser,
+    installed_version,
+)
 
-PARSER_NAMES = ("builtin", "sglang", "vllm")
-
-
-@dataclass(frozen=True)
-class ParsedCall:
-    name: str
-    arguments: str  # JSON text
-    # The id the parser's server gives the call (vLLM's `chatcmpl-tool-<hex>`); None: the reference numbers it.
-    id: str | None = None
-
-
-@dataclass(frozen=True)
-class Parsed:
-    """What a parser made of some raw text: the whole output, or one streaming step's delta."""
-
-    reasoning: str = ""
-    content: str = ""
-    calls: tuple[ParsedCall, ...] = ()
-
-
-@dataclass(frozen=True)
-class ParserSettings:
-    """How the server's parsers are configured; the healthy defaults are K3's recipe.
-
-    The fields other than `reasoning` reproduce bugs of particular parser versions and are
-    honoured by the builtin parser only (a real parser has the bug or not).
-    """
-
-    # --reasoning-parser kimi_k3 given; without it the think block stays in the content.
-    reasoning: bool = True
-    # The tool-call parser recognises K3's calls; False: it passes the tools block through as text.
-    recognises_calls: bool = True
-    # Argument values typed by their XTML type attribute; False: every value stays a string.
-    typed_arguments: bool = True
-    # The arguments' JSON whole; False: the argument block is closed one character early and
-    # the JSON loses its closing brace.
-    complete_arguments: bool = True
-    # Streams drop the <|close|>message<|sep|> end marker (non-streaming parses always do).
-    strips_message_close_in_streams: bool = True
-    # A string-typed value stays as written; False: one that looks like a number ("00125648")
-    # is typed as one, as a parser that guesses types from the text instead of the declaration.
-    strings_kept_as_written: bool = True
-    # A value runs to its <|close|>argument<|sep|>; False: it ends at the first `<|`, as a naive
-    # parser that takes any marker start for the value's end (values quoting K3's markers, or
-    # code with `<|` in it, arrive cut short).
-    values_end_at_closing_marker: bool = True
-    # An output that met no marker yet is undecided until its first marker shows which channel
-    # it was (SGLang PR 37743); False: it is reasoning, as a detector forced into the think
-    # block by the prompt's generation prefix reads it (SGLang PR 33995: a reply written
-    # without a think block comes back as reasoning, content empty).
-    undecided_until_first_marker: bool = True
-    # Inside the think block, a later channel's marker (response, tools) ends it as the think
-    # close would (vLLM PR 53249); False: only <|close|>think<|sep|> does, so a turn whose
-    # think close the model omitted is reasoning to its end, tool calls included (vLLM 53246).
-    # The first for whole outputs, the second for streams.
-    later_channels_end_think: bool = True
-    later_channels_end_think_in_streams: bool = True
-    # The reasoning detector starts inside the think block the prompt may have opened (SGLang's
-    # force_reasoning); False: it starts outside and enters only at an exact <|open|>think<|sep|>,
-    # and outside the block a think close is text (SGLang PR 32677: `reasoning_default` looked up
-    # a template switch K3 has not, so force_reasoning was off for every K3 request).
-    forced_reasoning: bool = True
-    # A call is returned once its own block closes; False: only once the whole tools block
-    # closes, so a block that max_tokens left unclosed loses every call in it, the complete
-    # ones before the cut too (Dynamo PR 8208: Moonshot's reference parser, vLLM's and SGLang's).
-    calls_before_tools_close: bool = True
+__all__ = [
+    "PARSER_NAMES",
+    "ParseRefused",
+    "Parsed",
+    "ParsedCall",
+    "ParserSettings",
+    "ParserUnavailable",
+    "StreamingParse",
+    "WireParser",
+    "installed_version",
+    "make_parser",
+]
 
 
-class StreamingParse(Protocol):
-    def feed(self, piece: str) -> Parsed: ...
-
-    def finish(self) -> Parsed: ...
+# K3's recipe: the parsers as a healthy server configures them.
+HEALTHY = ParserSettings()
 
 
-class WireParser(Protocol):
-    name: str
-    version: str
-
-    def parse(self, raw: str, *, tools: bool) -> Parsed:
-        """The whole output; `tools`: whether the server runs the tool-call parser on this request."""
-        ...
-
-    def stream(self, *, tools: bool) -> StreamingParse: ...
-
-
-def installed_version(package: str) -> str:
-    """The version a parser reports: that of the package whose code it runs."""
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-
-class ParserUnavailable(RuntimeError):
-    """A parser whose package is not installed, or that cannot reproduce the asked-for settings."""
-
-
-class ParseRefused(RuntimeError):
-    """The parser rejected the output as a whole (llama.cpp's server answers HTTP 500)."""
-
-
-def make_parser(name: str, settings: ParserSettings = ParserSettings()) -> WireParser:
+def make_parser(name: str, settings: ParserSettings = HEALTHY) -> WireParser:
     if name == "builtin":
         from k3conformance.xtml.parsers.builtin import BuiltinParser
 

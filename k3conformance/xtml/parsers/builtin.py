@@ -25,7 +25,7 @@ from k3conformance.xtml.markup import (
     TOOLS_CLOSE,
     TOOLS_OPEN,
 )
-from k3conformance.xtml.parsers import Parsed, ParsedCall, ParserSettings
+from k3conformance.xtml.parsers.base import Parsed, ParsedCall, ParserSettings
 
 _CALL = re.compile(
     r"<\|open\|>call\s+(?P<attrs>(?:(?!<\|sep\|>).)*?)<\|sep\|>(?P<body>.*?)<\|close\|>call<\|sep\|>", re.DOTALL

@@ -44,7 +44,7 @@ from k3conformance.deployment.llamacpp_server import (
     missing_requirement,
     running_llamacpp,
 )
-from k3conformance.xtml.parsers import Parsed, ParsedCall, ParseRefused, ParserUnavailable, StreamingParse
+from k3conformance.xtml.parsers.base import Parsed, ParsedCall, ParseRefused, ParserUnavailable, StreamingParse
 
 THINK_OPEN = "<|open|>think<|sep|>"
 MESSAGE_CLOSE = "<|close|>message<|sep|>"

@@ -16,7 +16,7 @@ import types
 from functools import cache
 from typing import Any
 
-from k3conformance.xtml.parsers import Parsed, ParsedCall, ParserSettings, ParserUnavailable, installed_version
+from k3conformance.xtml.parsers.base import Parsed, ParsedCall, ParserSettings, ParserUnavailable, installed_version
 
 INSTALL_HINT = "install the SGLang parsers: pip install 'k3conformance[sglang-parsers]' && pip install --no-deps sglang"
 

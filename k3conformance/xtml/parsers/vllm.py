@@ -23,7 +23,7 @@ import importlib
 from functools import cache
 from typing import Any, NamedTuple
 
-from k3conformance.xtml.parsers import Parsed, ParsedCall, ParserSettings, ParserUnavailable, installed_version
+from k3conformance.xtml.parsers.base import Parsed, ParsedCall, ParserSettings, ParserUnavailable, installed_version
 
 INSTALL_HINT = (
     "install vLLM's parsers: pip install 'k3conformance[vllm-parsers]' && pip install --no-deps vllm==0.33.0 "

