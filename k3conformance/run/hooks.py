@@ -424,7 +424,11 @@ class RunHooks:
         state = self.state
         if state.role == "worker":
             workeroutput: dict[str, Any] = session.config.workeroutput  # type: ignore[attr-defined]
-            workeroutput[WORKEROUTPUT_KEY] = {"stats": vars(state.stats), "datasets": state.datasets}
+            workeroutput[WORKEROUTPUT_KEY] = {
+                "stats": vars(state.stats),
+                "datasets": state.datasets,
+                "records_chain": state.sealed_heads(),
+            }
             return
         state.note_selection(session.config, 0)
         stopped_early = bool(session.shouldstop or session.shouldfail)
