@@ -228,8 +228,8 @@ def check_not_the_baseline(baseline: StoredRun, candidate: StoredRun) -> None:
     run that shares any with the baseline sent none of those requests itself."""
     if baseline.summary["run_id"] == candidate.summary["run_id"]:
         raise BaselineError(
-            f"the candidate {candidate.label} is the baseline {baseline.label} itself (the same run id): gate a run "
-            "of the deployment under test against it"
+            f"the candidate {candidate.label} is the baseline itself ({baseline.label}: the same run id): gate a "
+            "run of the deployment under test against it"
         )
     if baseline.run_dir is None or candidate.run_dir is None:
         return

@@ -227,7 +227,7 @@ def test_compare_refuses_the_baseline_as_its_own_candidate(tmp_path: Path, capsy
     baseline, _ = deepep_case()
     path = write(tmp_path / "b", baseline)
     assert cli_main(["compare", path, path]) == 2
-    assert "is the baseline tp8/run-base itself" in capsys.readouterr().err
+    assert "is the baseline itself (tp8/run-base: the same run id)" in capsys.readouterr().err
     copy = dict(baseline, run_id="run-copy", shape="ep32-deepep", started_at="2026-12-01T01:00:00.900000+00:00")
     assert cli_main(["compare", path, write(tmp_path / "c", {**copy, EXCHANGES_OF: "run-base"})]) == 2
     assert (
