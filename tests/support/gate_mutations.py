@@ -238,6 +238,10 @@ class Mutation:
     summary_only: bool = False
     # Edits or removes the records file after the run, the summary untouched.
     records_only: bool = False
+    # A gate option inside its allowed range that may make a verdict easier: it may change the verdict
+    # when the report marks it a weaker policy, and nothing done to the evidence with it may do better
+    # than the verdict on the whole evidence under the same policy.
+    policy: bool = False
 
 
 def _lost(case: str, baseline: Summary, candidate: Summary) -> list[str]:
@@ -663,10 +667,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "--margins 10 for the failing suites",
         _with_arguments("--margins", "agentic_coding=10,coding=10,small_model=10"),
+        policy=True,
     ),
-    Mutation("--margin 10", _with_arguments("--margin", "10")),
-    Mutation("--alpha 0.1", _with_arguments("--alpha", "0.1")),
-    Mutation("--allow-differences seed,model", _with_arguments("--allow-differences", "seed,model")),
+    Mutation("--margin 10", _with_arguments("--margin", "10"), policy=True),
+    Mutation("--alpha 0.1", _with_arguments("--alpha", "0.1"), policy=True),
+    Mutation("--allow-differences seed,model", _with_arguments("--allow-differences", "seed,model"), policy=True),
 )
 
 # Mutations the gate cannot see through yet, with why. The harness keeps them, so that the day
@@ -683,11 +688,28 @@ class Outcome:
     notes: tuple[str, ...] = ()
 
     @property
-    def held(self) -> bool:
-        """FAIL, or INCOMPLETE with a reason, or the input refused with one message; never exit 0.
-        A policy weaker than the default may change the verdict, when the report says it is one."""
-        if any("weaker policy" in note for note in self.notes) and self.verdict is not None:
+    def rank(self) -> int:
+        """How bad the outcome is for the candidate: PASS 0, INCONCLUSIVE 1, anything that fails 2."""
+        if self.verdict is None or self.verdict in ("FAIL", "INCOMPLETE"):
+            return 2
+        return 1 if self.verdict == "INCONCLUSIVE" else 0
+
+    def held_against(self, reference: Outcome | None) -> bool:
+        """Held; or, under a policy override the report marks weaker, no better than `reference`, the
+        verdict on the whole evidence under the same policy, and exiting as it does."""
+        if self.held:
             return True
+        weaker = any("weaker policy" in note for note in self.notes)
+        return (
+            reference is not None
+            and weaker
+            and self.rank >= reference.rank
+            and (self.exit_status != 0 or reference.exit_status == 0)
+        )
+
+    @property
+    def held(self) -> bool:
+        """FAIL, or INCOMPLETE with a reason, or the input refused with one message; never exit 0."""
         if self.exit_status == 0:
             return False
         if self.verdict is None:
@@ -776,6 +798,12 @@ class Trial:
     case: str
     mutations: tuple[str, ...]
     outcome: Outcome
+    # Under a policy override: the verdict on the whole evidence under the same policy.
+    reference: Outcome | None = None
+
+    @property
+    def held(self) -> bool:
+        return self.outcome.held_against(self.reference)
 
     @property
     def known_hole(self) -> bool:
@@ -805,6 +833,7 @@ def judged_singly(trials: Sequence[Trial]) -> list[Mutation]:
 def try_mutations(case: str, chosen: Iterable[tuple[Mutation, ...]]) -> list[Trial]:
     trials = []
     initial = start(case)
+    references: dict[tuple[Mutation, ...], Outcome] = {}
     with tempfile.TemporaryDirectory() as directory:
         for mutations in chosen:
             # What the summaries say, and what the runs did (their records).
@@ -815,7 +844,16 @@ def try_mutations(case: str, chosen: Iterable[tuple[Mutation, ...]]) -> list[Tri
                 if not mutation.summary_only:
                     recorded = mutation.apply(case, recorded)
             outcome = judge_evidence(evidence, Path(directory), recorded)
-            trials.append(Trial(case, tuple(mutation.name for mutation in mutations), outcome))
+            reference = None
+            policies = tuple(mutation for mutation in mutations if mutation.policy)
+            if policies and not outcome.held:
+                if policies not in references:
+                    policed = initial
+                    for mutation in policies:
+                        policed = mutation.apply(case, policed)
+                    references[policies] = judge_evidence(policed, Path(directory))
+                reference = references[policies]
+            trials.append(Trial(case, tuple(mutation.name for mutation in mutations), outcome, reference))
     return trials
 
 
@@ -827,7 +865,7 @@ def table(trials: Sequence[Trial]) -> list[str]:
             chosen = [trial for trial in trials if trial.case == case and len(trial.mutations) == size]
             if not chosen:
                 continue
-            held = sum(trial.outcome.held for trial in chosen)
-            known = sum(1 for trial in chosen if not trial.outcome.held and trial.known_hole)
+            held = sum(trial.held for trial in chosen)
+            known = sum(1 for trial in chosen if not trial.held and trial.known_hole)
             rows.append(f"| {case} | {label} | {len(chosen)} | {held} | {len(chosen) - held} | {known} |")
     return rows
