@@ -22,8 +22,8 @@ from typing import Any
 
 from k3conformance.gate.policy import deployment_identity, is_per_launch
 from k3conformance.options import COMPARED_SETTINGS
-from k3conformance.runs.chain import IDENTITY_FILE
-from k3conformance.runs.records import UnreadableJson, read_json, write_json_atomic
+from k3conformance.runs.chain import IDENTITY_FILE, sealed_identity
+from k3conformance.runs.records import write_json_atomic
 
 # Beyond the settings baseline and candidate must share, what one run must keep across resumes.
 _RUN_SETTINGS = ("samples", "limit", "cache_prompt_words")
@@ -69,14 +69,7 @@ def seal(run_dir: Path, summary: Mapping[str, Any]) -> None:
 
 def read_sealed(run_dir: Path) -> dict[str, Any] | None:
     """The sealed identity of the run in `run_dir`; None when there is none or it is unreadable."""
-    path = run_dir / IDENTITY_FILE
-    if not path.is_file():
-        return None
-    try:
-        sealed = read_json(path, "the run identity")
-    except UnreadableJson:
-        return None
-    return sealed if isinstance(sealed, dict) else None
+    return sealed_identity(run_dir)
 
 
 def identity_differences(sealed: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:

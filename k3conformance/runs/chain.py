@@ -57,13 +57,18 @@ def anchor(digest: str, file_name: str) -> str:
     return hashlib.sha256(_ANCHOR_TAG + digest.encode() + b"\n" + plain.encode()).hexdigest()
 
 
-def sealed_identity(run_dir: Path) -> dict[str, Any] | None:
-    """The identity sealed in `run_dir`; None when there is none or it is unreadable."""
+def read_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in `path`; None when there is none, it is unreadable or no object."""
     try:
-        sealed = json.loads((run_dir / IDENTITY_FILE).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return sealed if isinstance(sealed, dict) else None
+    return data if isinstance(data, dict) else None
+
+
+def sealed_identity(run_dir: Path) -> dict[str, Any] | None:
+    """The identity sealed in `run_dir`; None when there is none or it is unreadable."""
+    return read_object(run_dir / IDENTITY_FILE)
 
 
 def file_anchor(run_dir: Path, file_name: str) -> str:

@@ -38,7 +38,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-from k3conformance.runs.chain import CHAIN_KEY, chained_line, last_chain, sealed_identity
+from k3conformance.runs.chain import CHAIN_KEY, chained_line, last_chain, read_object, sealed_identity
 from k3conformance.runs.schema import RunStatus
 
 if sys.version_info >= (3, 14):
@@ -103,11 +103,7 @@ def read_json(path: Path, what: str) -> Any:
 
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return read_object(run_dir / SUMMARY_FILE)
 
 
 class MisfiledRun(ValueError):
