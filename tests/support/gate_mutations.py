@@ -626,7 +626,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("--repetition-floor 0.9", _with_arguments("--repetition-floor", "0.9")),
     Mutation("--truncation-floor 0.9", _with_arguments("--truncation-floor", "0.9")),
     Mutation("--min-coverage 0", _with_arguments("--min-coverage", "0")),
-    Mutation("--gate warn", _with_arguments("--gate", "warn")),
+    Mutation("--gate warn", _with_arguments("--gate", "warn"), policy=True),
     # Partial or unfit baselines.
     Mutation("baseline without the items the candidate lost", _on_candidate(_baseline_drops_lost), removes=True),
     Mutation("baseline without scores of the failing suite", _on_candidate(_baseline_drops_suite_scores), removes=True),
