@@ -35,7 +35,7 @@ def main() -> int:
             trials += try_mutations(case, pairs(judged_singly(singles)))
     print("\n".join(table(trials)))
     print(f"\n{len(trials)} trials in {time.perf_counter() - started:.0f} s")
-    not_held = [trial for trial in trials if not trial.outcome.held]
+    not_held = [trial for trial in trials if not trial.held]
     if arguments.show_not_held:
         for trial in not_held:
             known = " (known hole)" if trial.known_hole else ""

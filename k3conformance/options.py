@@ -226,10 +226,11 @@ COMPARED_SETTINGS: tuple[str, ...] = (
 
 def setting_names(text: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in text.split(",") if part.strip())
-    unknown = [name for name in names if name not in COMPARED_SETTINGS]
+    known = (*COMPARED_SETTINGS, "plugin_version")
+    unknown = [name for name in names if name not in known]
     if unknown:
         raise argparse.ArgumentTypeError(
-            f"expected setting names among {', '.join(COMPARED_SETTINGS)}, got {', '.join(map(repr, unknown))}"
+            f"expected setting names among {', '.join(known)}, got {', '.join(map(repr, unknown))}"
         )
     return names
 
@@ -474,7 +475,7 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         (),
         "Settings the candidate may differ from the baseline in, declared on purpose and printed in the report "
         "(comma-separated: model, think_mode, reasoning_effort, temperature, top_p, max_tokens, seed, agent_turns, "
-        "agent_tokens, agent_wall_time, context_lengths); any other difference is INCOMPLETE (default: none)",
+        "agent_tokens, agent_wall_time, context_lengths, plugin_version); any other difference is INCOMPLETE (default: none)",
     ),
     OptionSpec(
         "min_coverage",

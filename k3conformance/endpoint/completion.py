@@ -66,6 +66,8 @@ class Completion:
     latency_s: float
     ttft_s: float | None = None
     stream: StreamStats | None = None
+    # The server's id of this response: what only the live exchange has (a replay repeats another run's).
+    response_id: str | None = None
 
     def to_record(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,6 +111,10 @@ def _tool_call_of(call: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def from_message(response: dict[str, Any], started: float) -> Completion:
     """A non-streaming `chat.completion` object, as parsed JSON."""
     latency = time.monotonic() - started
@@ -126,6 +132,7 @@ def from_message(response: dict[str, Any], started: float) -> Completion:
         usage=response.get("usage"),
         model=response.get("model"),
         latency_s=latency,
+        response_id=_text_or_none(response.get("id")),
     )
 
 
@@ -144,6 +151,7 @@ class StreamAssembler:
         self._finish_reason: str | None = None
         self._usage: dict[str, Any] | None = None
         self._model: str | None = None
+        self._response_id: str | None = None
         self._ttft: float | None = None
         self._previous_frame_at = 0.0
         self._frame_at = 0.0
@@ -159,6 +167,7 @@ class StreamAssembler:
         stats.frames += 1
         self._previous_frame_at, self._frame_at = self._frame_at, time.monotonic() - self._started
         self._model = self._model or chunk.get("model")
+        self._response_id = self._response_id or _text_or_none(chunk.get("id"))
         usage = chunk.get("usage")
         if usage:
             stats.usage_frames += 1
@@ -246,4 +255,5 @@ class StreamAssembler:
             latency_s=time.monotonic() - self._started,
             ttft_s=self._ttft,
             stream=self.stats,
+            response_id=self._response_id,
         )

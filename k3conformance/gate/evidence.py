@@ -11,6 +11,10 @@ without records is INCOMPLETE too, and so is one whose summary disagrees with th
 sealed when it started (gate/identity.py), or that has none. A resumed run wrote some tests' outcomes once per session:
 each test's last outcome counts (the session that wrote the summary reran every test it kept).
 
+Only the lines that chain from the run's sealed identity count (runs/chain.py), and every file
+must end at the head the summary sealed: records of another run, a file cut short, reordered or
+replayed are INCOMPLETE, named. A sealed start more than CLOCK_SKEW_S in the future is flagged.
+
 A run that is not complete is INCOMPLETE on its status alone, and its records may hold outcomes
 an interrupted controller never tallied, so only complete runs are read.
 """
@@ -20,21 +24,23 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from k3conformance.gate.identity import described, identity_differences, identity_of, read_sealed
-from k3conformance.runs.records import STATUS_COMPLETE, iter_whole_lines, record_files
+from k3conformance.runs.chain import check_heads
+from k3conformance.runs.records import STATUS_COMPLETE, seconds_ahead
 from k3conformance.runs.schema import RunSummary
 from k3conformance.runs.stored import StoredRun
 from k3conformance.scoring.suite_tally import SuiteTally
 
-# Outcome records are written with "kind" first: the many large response lines are skipped
-# without being parsed.
-_OUTCOME_LINE = b'{"kind": "outcome"'
 _ITEM_FIELDS = ("samples", "correct", "no_answer", "truncated", "looping")
 _CHECK_FIELDS = ("passed", "failed", "errors", "infra_errors")
 _SHOWN = 3
+# How far a run's sealed start may lie in the future before it is flagged: clocks of CI machines
+# drift by seconds, not minutes.
+CLOCK_SKEW_S = 300.0
 
 EvidenceView = dict[str, dict[str, dict[str, tuple[float, ...]]]]
 
@@ -48,18 +54,19 @@ class RecordedRun:
     problems: tuple[str, ...]
 
 
-def judged_on_records(run: StoredRun) -> RecordedRun:
+def judged_on_records(run: StoredRun, now: datetime | None = None) -> RecordedRun:
     """`run` with its suites taken from its records where its summary disagrees with them."""
-    if run.path is None or run.summary.get("status") != STATUS_COMPLETE:
+    run_dir = run.run_dir
+    if run_dir is None or run.summary.get("status") != STATUS_COMPLETE:
         return RecordedRun(run, ())
-    run_dir = run.path.parent if run.path.is_file() else run.path
-    problems = _identity_problems(run, run_dir)
-    tallies = tallies_from_records(run_dir)
+    problems = _identity_problems(run, run_dir, now or datetime.now(timezone.utc))
+    tallies = tallies_from_records(run)
     if tallies is None:
         problems.append(
             f"{run.label}: no records (records-*.jsonl or .jsonl.zst) next to its summary: the verdict cannot be checked"
         )
         return RecordedRun(run, tuple(problems))
+    problems += check_heads(run.records().files, run.summary.get("records_chain"), run.label)
     recorded = {name: tally.to_summary() for name, tally in sorted(tallies.items())}
     differences = view_differences(evidence_view(run.suites), evidence_view(recorded))
     if not differences:
@@ -73,45 +80,51 @@ def judged_on_records(run: StoredRun) -> RecordedRun:
     return RecordedRun(StoredRun(summary, run.path, run.origin), (*problems, problem))
 
 
-def _identity_problems(run: StoredRun, run_dir: Path) -> list[str]:
-    """Whether the summary says the run ran against what was sealed when it started."""
+def _identity_problems(run: StoredRun, run_dir: Path, now: datetime) -> list[str]:
+    """Whether the summary says the run ran against what was sealed when it started, and when."""
     sealed = read_sealed(run_dir)
     if sealed is None:
         return [f"{run.label}: no sealed identity (identity.json): nothing says what the run ran against"]
+    problems = []
+    ahead = seconds_ahead(sealed.get("started_at"), now)
+    if ahead is not None and ahead > CLOCK_SKEW_S:
+        problems.append(
+            f"{run.label}: its sealed start time {sealed['started_at']} is {ahead:.0f} s in the future (more than the "
+            f"{CLOCK_SKEW_S:.0f} s allowed for clock skew): a clock running ahead, so its place among the runs of "
+            "its shape cannot be trusted"
+        )
     differences = identity_differences(sealed, identity_of(run.summary))
-    if not differences:
-        return []
-    return [
-        f"{run.label}: its summary disagrees with the identity sealed when the run started ({described(differences)})"
-    ]
+    if differences:
+        problems.append(
+            f"{run.label}: its summary disagrees with the identity sealed when the run started ({described(differences)})"
+        )
+    return problems
 
 
-def outcome_records(run_dir: Path) -> Iterator[dict[str, Any]]:
-    """Each test's last outcome record, over every process's records file."""
+def outcome_records(run: StoredRun) -> Iterator[dict[str, Any]]:
+    """Each test's last outcome record, over every process's records file, of the lines that chain
+    from the run's sealed identity (runs/chain.py): a line past a break in the chain is no evidence."""
     latest: dict[str, dict[str, Any]] = {}
-    for path in record_files(run_dir):
-        for raw in iter_whole_lines(path):
-            if not raw.startswith(_OUTCOME_LINE):
-                continue
-            try:
-                record = json.loads(raw)
-            except ValueError:
-                continue
-            nodeid = record.get("nodeid") if isinstance(record, dict) else None
-            if not isinstance(nodeid, str) or not isinstance(record.get("suite"), str):
-                continue
-            earlier = latest.get(nodeid)
-            if earlier is None or str(record.get("written_at", "")) >= str(earlier.get("written_at", "")):
-                latest[nodeid] = record
+    for raw in run.records().outcome_lines():
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            continue
+        nodeid = record.get("nodeid") if isinstance(record, dict) else None
+        if not isinstance(nodeid, str) or not isinstance(record.get("suite"), str):
+            continue
+        earlier = latest.get(nodeid)
+        if earlier is None or str(record.get("written_at", "")) >= str(earlier.get("written_at", "")):
+            latest[nodeid] = record
     yield from latest.values()
 
 
-def tallies_from_records(run_dir: Path) -> dict[str, SuiteTally] | None:
+def tallies_from_records(run: StoredRun) -> dict[str, SuiteTally] | None:
     """Per suite, the tally of the run's outcome records; None when the run has no records file."""
-    if not record_files(run_dir):
+    if not run.records().files:
         return None
     tallies: dict[str, SuiteTally] = {}
-    for record in outcome_records(run_dir):
+    for record in outcome_records(run):
         try:
             tallies.setdefault(record["suite"], SuiteTally()).add(record, record["nodeid"])
         except (KeyError, TypeError, ValueError, AttributeError):

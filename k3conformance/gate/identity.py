@@ -6,7 +6,7 @@ MegaMoE run resumed against tp8 would otherwise be stored as one run of two depl
 gate reads a stored run's summary against the sealed identity: a summary relabelled after the
 run (another shape, another server, another setting) says INCOMPLETE, naming the difference.
 
-The identity is what changes what the model sees or how it is scored: the endpoint and the
+The identity names the run (its id and start time) and what changes what the model sees or how it is scored: the endpoint and the
 model it serves, the deployment as the server describes it (volatile fields such as ports left
 out, gate/policy.py), the shape's settings, the sampling and agent settings, the sample count,
 the selection limit and the plugin version. Transport settings (concurrency, timeouts, retries)
@@ -22,9 +22,9 @@ from typing import Any
 
 from k3conformance.gate.policy import deployment_identity, is_per_launch
 from k3conformance.options import COMPARED_SETTINGS
-from k3conformance.runs.records import UnreadableJson, read_json, write_json_atomic
+from k3conformance.runs.chain import IDENTITY_FILE, sealed_identity
+from k3conformance.runs.records import write_json_atomic
 
-IDENTITY_FILE = "identity.json"
 # Beyond the settings baseline and candidate must share, what one run must keep across resumes.
 _RUN_SETTINGS = ("samples", "limit", "cache_prompt_words")
 _SHOWN = 4
@@ -36,6 +36,10 @@ def identity_of(summary: Mapping[str, Any]) -> dict[str, Any]:
     settings: Mapping[str, Any] = recorded if isinstance(recorded, Mapping) else {}
     shape_settings = summary.get("shape_settings")
     identity = {
+        # Which run this is and when it started: the newest run of a shape is chosen by these
+        # (runs/records.newest_run), and the records' chain is anchored in them (runs/chain.py).
+        "run_id": summary.get("run_id"),
+        "started_at": summary.get("started_at"),
         "shape": summary.get("shape"),
         # The reference deployment listens on a new port each session: its profile names it.
         "endpoint": summary.get("endpoint") if summary.get("reference_profile") is None else None,
@@ -65,14 +69,7 @@ def seal(run_dir: Path, summary: Mapping[str, Any]) -> None:
 
 def read_sealed(run_dir: Path) -> dict[str, Any] | None:
     """The sealed identity of the run in `run_dir`; None when there is none or it is unreadable."""
-    path = run_dir / IDENTITY_FILE
-    if not path.is_file():
-        return None
-    try:
-        sealed = read_json(path, "the run identity")
-    except UnreadableJson:
-        return None
-    return sealed if isinstance(sealed, dict) else None
+    return sealed_identity(run_dir)
 
 
 def identity_differences(sealed: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:

@@ -21,7 +21,7 @@ from k3conformance.gate.settings import GateSettings
 from k3conformance.gate.suite_verdicts import SEVERITY, GateVerdicts, SuiteVerdict, suite_verdicts
 from k3conformance.gate.verdict import GateResult, judge
 from k3conformance.runs.records import SUMMARY_FILE
-from k3conformance.runs.stored import BaselineError, StoredRun, check_same_datasets, load_run
+from k3conformance.runs.stored import BaselineError, StoredRun, check_not_the_baseline, check_same_datasets, load_run
 
 SIMULATOR_NOTE = (
     "NOTE: runs against the reference deployment (a simulator): the verdicts show how the gate works, not how K3 does."
@@ -68,6 +68,8 @@ class MatrixRow:
 class Matrix:
     baseline: StoredRun
     rows: list[MatrixRow] = field(default_factory=list)
+    # The policy every row was judged under: printed with the matrix, weaker parts marked.
+    settings: GateSettings = field(default_factory=GateSettings)
 
     @property
     def suites(self) -> list[str]:
@@ -101,10 +103,11 @@ def candidate_shapes(results_dir: Path, baseline: StoredRun) -> list[str]:
 
 
 def build_matrix(baseline: StoredRun, candidates: list[str], results_dir: Path, settings: GateSettings) -> Matrix:
-    matrix = Matrix(baseline)
+    matrix = Matrix(baseline, settings=settings)
     for reference in candidates:
         try:
             candidate = load_run(reference, results_dir, baseline=False)
+            check_not_the_baseline(baseline, candidate)
             check_same_datasets(baseline, candidate.dataset_sources())
         except BaselineError as error:
             matrix.rows.append(MatrixRow(reference, None, None, None, str(error)))
@@ -186,6 +189,7 @@ def text_matrix(matrix: Matrix) -> list[str]:
         f"k3conformance matrix: {len(matrix.rows)} candidates against the baseline {matrix.baseline.label}; "
         f"worst verdict {matrix.worst()}",
         "cells: verdict, accuracy change in points [interval], and the rule that decided it",
+        matrix.settings.policy_line(),
         "",
         *tabulate(_rows(matrix), headers=_headers(matrix), tablefmt="simple").splitlines(),
         "",
@@ -202,6 +206,8 @@ def markdown_matrix(matrix: Matrix) -> str:
         "",
         f"{len(matrix.rows)} candidates against the baseline `{matrix.baseline.label}`. Cells: verdict, accuracy "
         "change in points [interval], and the rule that decided it.",
+        "",
+        f"The {matrix.settings.policy_line()}.",
         "",
     ]
     if matrix.simulated:
@@ -234,5 +240,6 @@ def matrix_document(matrix: Matrix) -> dict[str, Any]:
         "worst": matrix.worst(),
         "exit_status": matrix.exit_status(),
         "simulator": matrix.simulated,
+        "policy": matrix.settings.policy(),
         "rows": rows,
     }

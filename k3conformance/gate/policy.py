@@ -206,11 +206,14 @@ def llamacpp_policy(
     return ShapePolicy(differs=differs, required_suites=tuple(sorted(baseline_suites)))
 
 
+VERSION_SETTING = "plugin_version"
+
+
 def _recorded(summary: Mapping[str, Any]) -> dict[str, Any] | None:
     settings = summary.get("settings")
     if not isinstance(settings, Mapping):
         return None
-    return {**settings, "model": summary.get("model")}
+    return {**settings, "model": summary.get("model"), "plugin_version": summary.get("plugin_version")}
 
 
 def settings_differences(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
@@ -224,7 +227,8 @@ def settings_differences(baseline: Mapping[str, Any], candidate: Mapping[str, An
         side = "baseline" if before is None else "candidate"
         return [f"settings: the {side} run recorded none"]
     changed = []
-    for name in COMPARED_SETTINGS:
+    # The plugin's version too: another version may ask, parse or score otherwise (issue 35).
+    for name in (*COMPARED_SETTINGS, VERSION_SETTING):
         if name not in before and name not in after:
             continue
         was, now = before.get(name, "(not recorded)"), after.get(name, "(not recorded)")

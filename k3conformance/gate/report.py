@@ -186,7 +186,7 @@ def _simulated(summaries: tuple[Mapping[str, Any], ...]) -> bool:
 def text_report(result: GateResult, *summaries: Mapping[str, Any]) -> list[str]:
     lines = [
         f"gate: {result.verdict} — {result.candidate} against the baseline {result.baseline} "
-        f"({result.settings.mode_line})",
+        f"({result.settings.verdict_line(result.verdict)})",
         f"  {result.settings.policy_line()}",
     ]
     lines += [f"  {reason}" for reason in result.reasons]
@@ -204,7 +204,7 @@ def markdown_report(result: GateResult, *summaries: Mapping[str, Any]) -> str:
         "",
         (
             f"Candidate {markdown_text(result.candidate)} against the baseline {markdown_text(result.baseline)}, "
-            f"{result.settings.mode_line}."
+            f"{result.settings.verdict_line(result.verdict)}."
         ),
         "",
         f"The {result.settings.policy_line()}.",

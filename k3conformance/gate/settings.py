@@ -16,6 +16,16 @@ def _default(name: str) -> Any:
     return option(name).default
 
 
+# The numeric policy, and whether a larger value makes a verdict easier to get.
+_ORDERED = (
+    ("margin", True),
+    ("alpha", True),
+    ("repetition_floor", True),
+    ("truncation_floor", True),
+    ("min_coverage", False),
+)
+
+
 @dataclass(frozen=True)
 class GateSettings:
     gate: str = _default("gate")
@@ -51,8 +61,38 @@ class GateSettings:
     def mode_line(self) -> str:
         """The mode and what it does to the exit status, for the verdict line."""
         if self.gate == "warn":
-            return "warn mode, opted into with --k3-gate warn: INCONCLUSIVE exits 0"
+            return "warn mode, opted into with --k3-gate warn: INCONCLUSIVE exits 0, INCOMPLETE and FAIL exit 1"
         return "strict mode: exits non-zero unless PASS"
+
+    def verdict_line(self, verdict: str) -> str:
+        """The mode, the exit status this verdict has under it, and any weaker policy in force."""
+        if self.gate == "warn":
+            status = 0 if verdict in ("PASS", "INCONCLUSIVE") else 1
+            line = f"warn mode, opted into with --k3-gate warn: {verdict} exits {status}"
+        else:
+            line = self.mode_line
+        weaker = [entry for entry, easier in self.overrides() if easier]
+        return line + (f"; weaker policy: {', '.join(weaker)}" if weaker else "")
+
+    def overrides(self) -> list[tuple[str, bool]]:
+        """Each difference from the default policy (from options, ini or environment alike: they all
+        arrive here), and whether it makes a verdict easier to get (a weaker policy)."""
+        default = GateSettings()
+        found: list[tuple[str, bool]] = []
+        for name, bigger_is_weaker in _ORDERED:
+            ours, theirs = getattr(self, name), getattr(default, name)
+            if ours != theirs:
+                found.append((f"{name} {ours:g} (default {theirs:g})", (ours > theirs) == bigger_is_weaker))
+        defaults = dict(default.margins)
+        for suite, points in self.margins:
+            usual = defaults.get(suite, default.margin)
+            if points != usual:
+                found.append((f"margin of {suite} {points:g} (default {usual:g})", points > usual))
+        if self.allow_differences:
+            found.append((f"differences allowed: {', '.join(self.allow_differences)}", True))
+        if self.gate != default.gate:
+            found.append((f"{self.gate} mode (default {default.gate})", self.gate == "warn"))
+        return found
 
     def policy(self) -> dict[str, Any]:
         """The policy in force, as every report prints it and gate.json stores it."""
@@ -65,18 +105,14 @@ class GateSettings:
             "truncation_floor": self.truncation_floor,
             "min_coverage": self.min_coverage,
             "allow_differences": list(self.allow_differences),
+            "overrides": [entry for entry, _ in self.overrides()],
+            "weaker": [entry for entry, easier in self.overrides() if easier],
         }
 
     def weaker_than(self, stored: Mapping[str, Any]) -> list[str]:
         """How this policy is weaker than one stored with a baseline (`policy()`), one entry each."""
         weaker = []
-        for name, bigger_is_weaker in (
-            ("margin", True),
-            ("alpha", True),
-            ("repetition_floor", True),
-            ("truncation_floor", True),
-            ("min_coverage", False),
-        ):
+        for name, bigger_is_weaker in _ORDERED:
             theirs, ours = stored.get(name), getattr(self, name)
             if not isinstance(theirs, (int, float)):
                 continue
@@ -94,7 +130,11 @@ class GateSettings:
             f"{self.min_coverage:.0%}"
             + (f", differences allowed: {', '.join(self.allow_differences)}" if self.allow_differences else "")
             + f", {self.mode_line}"
+            + (f"; differs from the default policy: {'; '.join(self._marked())}" if self.overrides() else "")
         )
+
+    def _marked(self) -> list[str]:
+        return [entry + (" (weaker policy)" if easier else "") for entry, easier in self.overrides()]
 
     def margin_of(self, suite: str) -> float:
         """The suite's margin as a share of accuracy (3 points is 0.03)."""

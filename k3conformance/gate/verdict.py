@@ -275,6 +275,9 @@ def judge(baseline: StoredRun, candidate: StoredRun, settings: GateSettings) -> 
     weaker = settings.weaker_than(stored_policy) if stored_policy else []
     if weaker:
         result.notes.append(f"judged under a weaker policy than the baseline's run: {', '.join(weaker)}")
+    easier = [entry for entry, is_easier in settings.overrides() if is_easier]
+    if easier:
+        result.notes.append(f"judged under a weaker policy than the default: {', '.join(easier)}")
     if _declared_subset(baseline):
         result.notes.append(
             "the baseline is a subset of its datasets' items, stored so on purpose (--k3-subset-baseline): the "
@@ -287,6 +290,14 @@ def judge(baseline: StoredRun, candidate: StoredRun, settings: GateSettings) -> 
         )
     settle(result, findings)
     return result
+
+
+def _what_to_do(candidate: StoredRun) -> str:
+    """How to get the missing items scored: a complete run (one a sequential rule stopped, too) has
+    nothing left for a resume to send."""
+    if candidate.path is not None and candidate.summary.get("status") == STATUS_COMPLETE:
+        return "the run is complete, so a resume sends nothing more: score them in a new run"
+    return "run them, or resume the run"
 
 
 def _declared_subset(run: StoredRun) -> bool:
@@ -319,7 +330,7 @@ def _compare_suite(
                 INCOMPLETE,
                 f"{suite}: the candidate scored {coverage.compared} of the baseline's {coverage.baseline_items} items "
                 f"({coverage.absent} absent, {coverage.unscored} with no sample), under the "
-                f"{settings.min_coverage:.0%} required (--k3-min-coverage): run them, or resume the run",
+                f"{settings.min_coverage:.0%} required (--k3-min-coverage): {_what_to_do(candidate)}",
                 suite,
                 ABOUT_COVERAGE,
             )

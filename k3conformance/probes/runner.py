@@ -30,6 +30,7 @@ from k3conformance.options import Settings
 from k3conformance.probes.counters import RequestCounters
 from k3conformance.probes.probe import Outcome, Probe, ProbeResult, SampleResult
 from k3conformance.probes.request_body import build_body, fingerprint
+from k3conformance.runs.chain import new_nonce
 from k3conformance.runs.records import RecordWriter, ResumeIndex, utc_now
 from k3conformance.runs.schema import ResponseRecord
 from k3conformance.runs.spend import Spend
@@ -298,6 +299,7 @@ class Runner:
             "sample": sample,
             "step": step,
             "fingerprint": body_print,
+            "k3_nonce": new_nonce(),
             "request": body,
             "attempts": attempts,
             "finished_at": utc_now(),

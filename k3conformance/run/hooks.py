@@ -187,6 +187,36 @@ def _note_dataset(state: RunState, probe: Probe) -> None:
     entry.setdefault("item_sha256", {})[probe.item] = probe.content_sha256()
 
 
+def _refuse_before_sending(state: RunState) -> None:
+    """What the gate would find only after the whole run was sent, found before the first request:
+    a setting, the model or the plugin's version differing from the baseline's (unless allowed with
+    --k3-allow-differences), or a baseline whose own evidence does not hold (issue 35)."""
+    from k3conformance.gate.evidence import judged_on_records
+    from k3conformance.gate.identity import described
+    from k3conformance.gate.policy import settings_differences
+
+    assert state.baseline is not None
+    allowed = state.settings.allow_differences
+    current = state.summary(STATUS_RUNNING, None)
+    differing = [
+        difference
+        for difference in settings_differences(state.baseline.summary, current)
+        if difference.split(":")[0] not in allowed
+    ]
+    if differing:
+        raise pytest.UsageError(
+            f"--k3-baseline: this run would differ from the baseline {state.baseline.label} in "
+            f"{described(differing)}: nothing was sent; run with the baseline's settings, or declare the difference "
+            "with --k3-allow-differences"
+        )
+    problems = judged_on_records(state.baseline).problems
+    if problems:
+        raise pytest.UsageError(
+            f"--k3-baseline: the baseline's evidence does not hold ({described(list(problems), 2)}): nothing was "
+            "sent; store a new baseline with --k3-save-baseline"
+        )
+
+
 def _seal_identity(state: RunState) -> None:
     """Seal the run's identity as it starts; on a resume, refuse another identity (gate/identity.py)."""
     from k3conformance.gate.identity import described, identity_differences, identity_of, read_sealed, seal
@@ -264,6 +294,8 @@ class RunHooks:
         if state.baseline is not None:
             _check_baseline_datasets(state.baseline, sources)
         state.ensure_endpoint()
+        if state.baseline is not None:
+            _refuse_before_sending(state)
         state.ensure_results_dir()
         _seal_identity(state)
         state.write_summary(STATUS_RUNNING)
@@ -432,7 +464,11 @@ class RunHooks:
         state = self.state
         if state.role == "worker":
             workeroutput: dict[str, Any] = session.config.workeroutput  # type: ignore[attr-defined]
-            workeroutput[WORKEROUTPUT_KEY] = {"stats": vars(state.stats), "datasets": state.datasets}
+            workeroutput[WORKEROUTPUT_KEY] = {
+                "stats": vars(state.stats),
+                "datasets": state.datasets,
+                "records_chain": state.sealed_heads(),
+            }
             return
         state.note_selection(session.config, 0)
         stopped_early = bool(session.shouldstop or session.shouldfail)

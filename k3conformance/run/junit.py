@@ -82,6 +82,9 @@ def gate_case(result: GateResult) -> list[pytest.TestReport]:
     properties: list[tuple[str, object]] = [
         ("k3_gate_verdict", result.verdict),
         ("k3_gate_fails_session", result.fails()),
+        # The policy in force and each difference from the default, as gate.md and gate.json say them.
+        ("k3_gate_policy", result.settings.policy_line()),
+        ("k3_gate_weaker_policy", "; ".join(entry for entry, easier in result.settings.overrides() if easier)),
     ]
     return [
         pytest.TestReport(

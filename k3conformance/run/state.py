@@ -21,18 +21,22 @@ from k3conformance.endpoint.resolved import ResolvedEndpoint
 from k3conformance.endpoint.url import is_reference
 from k3conformance.options import Settings
 from k3conformance.probes.counters import RequestCounters
+from k3conformance.runs.chain import ChainHeads, file_anchor, last_chain
 from k3conformance.runs.records import (
     STATUS_COMPLETE,
     STATUS_INCOMPLETE,
     STATUS_INTERRUPTED,
     STATUS_RUNNING,
     SUMMARY_FILE,
+    MisfiledRun,
     RecordWriter,
     ResumeIndex,
     expand_records,
+    iter_whole_lines,
     latest_incomplete_run,
     new_run_id,
     read_summary,
+    record_files,
     records_file,
     utc_now,
     write_json_atomic,
@@ -122,6 +126,9 @@ class RunState:
     groups_file: Path | None = None
     stats: RequestCounters = field(default_factory=RequestCounters)
     tallies: dict[str, SuiteTally] = field(default_factory=dict)
+    # Per records file, the head its summary seals (runs/chain.py): files of earlier sessions and of
+    # xdist workers; this process's own writer adds its file's when the summary is written.
+    chain_heads: ChainHeads = field(default_factory=dict)
     datasets: dict[str, DatasetEntry] = field(default_factory=dict)
     # How the tests were chosen (-k, -m, --k3-limit) and how many were left out.
     selection: Selection = field(
@@ -166,7 +173,10 @@ class RunState:
         resumed = False
         run_dir = shape_dir / new_run_id()
         if settings.resume:
-            earlier = latest_incomplete_run(shape_dir)
+            try:
+                earlier = latest_incomplete_run(shape_dir)
+            except MisfiledRun as error:
+                raise pytest.UsageError(f"--k3-resume: {error}") from None
             if earlier is None:
                 raise pytest.UsageError(
                     f"--k3-resume: no incomplete run of shape {shape!r} under {shape_dir}; "
@@ -176,7 +186,14 @@ class RunState:
             # A session that finished compressed its records: the resumed run appends to them and
             # reads its earlier responses by offset (before any xdist worker starts).
             expand_records(run_dir)
-        return cls(settings=settings, role="single", process="main", shape=shape, run_dir=run_dir, resumed=resumed)
+        state = cls(settings=settings, role="single", process="main", shape=shape, run_dir=run_dir, resumed=resumed)
+        if resumed:
+            # Files no process of this session appends to keep the heads they had.
+            for path in record_files(run_dir):
+                head, count = last_chain(iter_whole_lines(path))
+                if head is not None:
+                    state.chain_heads[path.name] = {"head": head, "records": count}
+        return state
 
     def to_workerinput(self, share_known: bool) -> dict[str, Any]:
         return {
@@ -227,7 +244,8 @@ class RunState:
         (the gate reads the outcomes back as its evidence: gate/evidence.py)."""
         if self.writer is None:
             self.ensure_results_dir()
-            self.writer = RecordWriter(records_file(self.run_dir, self.process))
+            path = records_file(self.run_dir, self.process)
+            self.writer = RecordWriter(path, self.run_dir.name, file_anchor(self.run_dir, path.name))
         return self.writer
 
     def ensure_runner(self) -> Runner:
@@ -300,12 +318,20 @@ class RunState:
             "requests": vars(self.stats),
             "suites": {name: tally.to_summary() for name, tally in sorted(self.tallies.items())},
             "datasets": self.datasets,
+            "records_chain": self.sealed_heads(),
             "sequential": self.sequential.to_summary() if self.sequential is not None else None,
             "plugin_version": __version__,
             "python": platform.python_version(),
             "pytest": pytest.__version__,
             "platform": sys.platform,
         }
+
+    def sealed_heads(self) -> ChainHeads:
+        """Every records file's head, as the summary seals it."""
+        heads = dict(self.chain_heads)
+        if self.writer is not None:
+            heads[self.writer.path.name] = self.writer.sealed_head()
+        return heads
 
     def _policy(self) -> dict[str, Any]:
         from k3conformance.gate.settings import GateSettings

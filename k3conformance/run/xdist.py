@@ -37,6 +37,7 @@ class XdistHooks:
         if not report:
             return
         self.state.stats.merge(report["stats"])
+        self.state.chain_heads.update(report.get("records_chain") or {})
         for suite, entry in report["datasets"].items():
             merged = self.state.datasets.setdefault(suite, {"items": []})
             for key in ("dataset", "dataset_sha256"):

@@ -38,6 +38,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from k3conformance.runs.chain import CHAIN_KEY, chained_line, last_chain, read_object, sealed_identity
 from k3conformance.runs.schema import RunStatus
 
 if sys.version_info >= (3, 14):
@@ -57,6 +58,8 @@ STATUS_INCOMPLETE: RunStatus = "incomplete"
 STATUS_INTERRUPTED: RunStatus = "interrupted"
 
 RecordKey = tuple[str, str, int, str]
+# What the writer adds to each record to bind it to its run (runs/chain.py).
+_BINDING = ("run_id", CHAIN_KEY)
 # A stored request that continues the previous request of its conversation.
 MESSAGES_FROM = "messages_from"
 # The request's other fields (tools, sampling) that are the same as in that previous request.
@@ -100,25 +103,72 @@ def read_json(path: Path, what: str) -> Any:
 
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    return read_object(run_dir / SUMMARY_FILE)
+
+
+class MisfiledRun(ValueError):
+    """A run folder whose name is not its run id, or that stands under another shape's folder; the
+    message names both."""
+
+
+def parse_time(text: object) -> datetime | None:
+    """An ISO 8601 time as written in summaries (naive ones taken as UTC); None when it is not one."""
+    if not isinstance(text, str):
         return None
-    return data if isinstance(data, dict) else None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+def seconds_ahead(text: object, now: datetime) -> float | None:
+    """How many seconds the time `text` lies after `now`; None when it is no time."""
+    moment = parse_time(text)
+    return None if moment is None else (moment - now).total_seconds()
 
 
 def newest_run(
     shape_dir: Path, wanted: Callable[[dict[str, Any] | None], bool]
 ) -> tuple[Path, dict[str, Any] | None] | None:
     """The newest run folder of a shape whose summary (None when it has none or it cannot
-    be read) is `wanted`, with that summary."""
+    be read) is `wanted`, with that summary. Newest by the start time sealed in its identity
+    (else its summary's), never by the folder's name: a folder copied under a later-sorting name
+    shadows nothing. A wanted folder whose name is not its run id, or whose run is of another
+    shape than its folder, is MisfiledRun."""
     if not shape_dir.is_dir():
         return None
-    for run_dir in sorted((p for p in shape_dir.iterdir() if p.is_dir()), reverse=True):
+    found: list[tuple[datetime, str, Path, dict[str, Any] | None]] = []
+    for run_dir in (p for p in shape_dir.iterdir() if p.is_dir()):
         summary = read_summary(run_dir)
-        if wanted(summary):
-            return run_dir, summary
-    return None
+        if not wanted(summary):
+            continue
+        identity = sealed_identity(run_dir) or {}
+        for what, said in (("summary", summary or {}), ("sealed identity", identity)):
+            _check_filed(run_dir, what, said)
+        started = parse_time(identity.get("started_at")) or parse_time((summary or {}).get("started_at"))
+        found.append((started or _NEVER, run_dir.name, run_dir, summary))
+    if not found:
+        return None
+    _, _, run_dir, summary = max(found, key=lambda entry: (entry[0], entry[1]))
+    return run_dir, summary
+
+
+_NEVER = datetime.min.replace(tzinfo=timezone.utc)
+
+
+def _check_filed(run_dir: Path, what: str, said: Mapping[str, Any]) -> None:
+    run_id, shape = said.get("run_id"), said.get("shape")
+    if run_id is not None and run_id != run_dir.name:
+        raise MisfiledRun(
+            f"the run folder {run_dir} is named {run_dir.name!r}, but its {what} says run {run_id!r}: a folder copied "
+            "or renamed is not chosen by its name; put it back under its run id, or name the folder you mean"
+        )
+    if shape is not None and shape != run_dir.parent.name:
+        raise MisfiledRun(
+            f"the run folder {run_dir} stands under shape {run_dir.parent.name!r}, but its {what} says shape "
+            f"{shape!r}: move it under results/{shape}/, or name the folder you mean"
+        )
 
 
 def latest_incomplete_run(shape_dir: Path) -> Path | None:
@@ -229,10 +279,12 @@ def iter_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def iter_records(run_dir: Path, kind: str | None = None) -> Iterator[dict[str, Any]]:
-    """Every record of a run, a response's request whole again (see the module's docstring)."""
+    """Every record of a run as its writer was given it, a response's request whole again (see the
+    module's docstring), without what binds it to the run (runs/chain.py)."""
     for path in record_files(run_dir):
         histories: dict[_Conversation, _History] = {}
-        for _, record in iter_lines(path):
+        for _, chained in iter_lines(path):
+            record = {key: value for key, value in chained.items() if key not in _BINDING}
             if record.get("kind") == "response":
                 record = expand_request(record, histories)
             if kind is None or record.get("kind") == kind:
@@ -266,11 +318,19 @@ def record_key(record: dict[str, Any]) -> RecordKey:
 
 
 class RecordWriter:
-    """Appends records of one process; safe to call from the request loop and the test thread."""
+    """Appends records of one process; safe to call from the request loop and the test thread.
+    Each line is chained to the run (runs/chain.py): it carries `run_id`, and the running hash
+    from `start` (the file's anchor); a file that already holds lines (a resumed run) continues
+    from its last chained line."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, run_id: str, start: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self.run_id = run_id
+        self.head, self.count = start, 0
+        if path.exists() and path.stat().st_size:
+            last, self.count = last_chain(iter_whole_lines(path))
+            self.head = last or start
         self._lock = threading.Lock()
         # Per conversation, the step and request of the last response record written to this file.
         self._histories: dict[_Conversation, _History] = {}
@@ -283,7 +343,8 @@ class RecordWriter:
         with self._lock:
             if record.get("kind") == "response":
                 record = self._compact(record)
-            line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+            line, self.head = chained_line(record, self.run_id, self.head)
+            self.count += 1
             self._handle.write(line)
             self._handle.flush()
 
@@ -308,6 +369,11 @@ class RecordWriter:
         if same:
             compact[SAME_AS_BEFORE] = same
         return {**record, "request": compact}
+
+    def sealed_head(self) -> dict[str, Any]:
+        """What the summary seals of this file: its head and how many chained lines it holds."""
+        with self._lock:
+            return {"head": self.head, "records": self.count}
 
     def close(self, compress: bool = True) -> None:
         """Close the file and, unless told not to, compress it (see the module's docstring)."""

@@ -94,6 +94,8 @@ class _Provenance(TypedDict, total=False):
     launch: dict[str, Any] | None
     # The sequential gate's committed item order per suite (gate/sequential/state.py).
     sequential: dict[str, Any] | None
+    # Per records file, the head of its chain and its record count (runs/chain.py).
+    records_chain: dict[str, dict[str, Any]]
 
 
 class RunSummary(_Provenance):
@@ -122,6 +124,8 @@ class RunSummary(_Provenance):
 
 class ResponseRecord(TypedDict, total=False):
     kind: Literal["response"]
+    # Drawn for this request alone (runs/chain.py): what a replay of another run's records shares with it.
+    k3_nonce: str
     suite: str
     item: str
     sample: int

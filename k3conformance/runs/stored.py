@@ -16,13 +16,17 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from k3conformance.runs.chain import RunRecords, anchor, check_file, identity_digest, sealed_identity
 from k3conformance.runs.records import (
     STATUS_COMPLETE,
     SUMMARY_FILE,
+    MisfiledRun,
     UnreadableJson,
+    iter_whole_lines,
     newest_run,
     read_json,
     read_summary,
+    record_files,
 )
 from k3conformance.runs.schema import RunSummary, SchemaError, validate_summary
 from k3conformance.stats.paired import ItemTotals
@@ -45,6 +49,28 @@ class StoredRun:
     _item_totals: dict[str, Mapping[str, ItemTotals]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    # Its records checked against their chain, read once: the copy check and the gate both read them.
+    _records: list[RunRecords] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    @property
+    def run_dir(self) -> Path | None:
+        if self.path is None:
+            return None
+        return self.path.parent if self.path.is_file() else self.path
+
+    def records(self) -> RunRecords:
+        """Every records file of the run, each checked against its chain (runs/chain.py)."""
+        if not self._records:
+            run_dir = self.run_dir
+            files = {}
+            if run_dir is not None:
+                digest = identity_digest(sealed_identity(run_dir))
+                for path in record_files(run_dir):
+                    name = path.name.removesuffix(".zst")
+                    start = anchor(digest, name)
+                    files[name] = check_file(name, iter_whole_lines(path), start, self.summary["run_id"], self.label)
+            self._records.append(RunRecords(files))
+        return self._records[0]
 
     @property
     def label(self) -> str:
@@ -116,7 +142,10 @@ def _latest(shape_dir: Path, baseline: bool) -> StoredRun:
             return False
         return not baseline or (summary.get("status") == STATUS_COMPLETE and summary.get("baseline") is True)
 
-    found = newest_run(shape_dir, wanted)
+    try:
+        found = newest_run(shape_dir, wanted)
+    except MisfiledRun as error:
+        raise BaselineError(str(error)) from None
     if found is None:
         runs = [read_summary(path) for path in shape_dir.iterdir() if path.is_dir()]
         complete = sum(1 for run in runs if run is not None and run.get("status") == STATUS_COMPLETE)
@@ -193,17 +222,22 @@ def check_same_datasets(baseline: StoredRun, candidate_sources: Mapping[str, Map
 
 
 def check_not_the_baseline(baseline: StoredRun, candidate: StoredRun) -> None:
-    """Raise when the candidate is the baseline itself, or a copy of it under another label: a
-    run judged against itself says nothing (issue 21, reproduction 10: `compare B B` was accepted)."""
-    same_run = baseline.summary["run_id"] == candidate.summary["run_id"] and (
-        baseline.summary["shape"] == candidate.summary["shape"]
-    )
-    started = baseline.summary.get("started_at")
-    copied = (
-        started is not None and started == candidate.summary.get("started_at") and (baseline.suites == candidate.suites)
-    )
-    if same_run or copied:
-        what = "is the baseline itself" if same_run else "is a copy of the baseline (same start, same scores)"
+    """Raise when the candidate is the baseline itself, or replays its exchanges, whatever its labels
+    say (issue 21, reproduction 10: `compare B B` was accepted; issue 35: a relabelled copy with a
+    new run id and start passed). A live request carries a nonce drawn for it (runs/chain.py): a
+    run that shares any with the baseline sent none of those requests itself."""
+    if baseline.summary["run_id"] == candidate.summary["run_id"]:
         raise BaselineError(
-            f"the candidate {candidate.label} {what}: gate a run of the deployment under test against it"
+            f"the candidate {candidate.label} is the baseline itself ({baseline.label}: the same run id): gate a "
+            "run of the deployment under test against it"
+        )
+    if baseline.run_dir is None or candidate.run_dir is None:
+        return
+    theirs = baseline.records().nonces
+    shared = candidate.records().nonces & theirs
+    if shared:
+        raise BaselineError(
+            f"the candidate {candidate.label} is a copy of the baseline {baseline.label}: {len(shared)} of its "
+            f"exchanges carry the baseline's request nonces, which only the baseline's live requests had; a replay "
+            "is not a run: gate a run of the deployment under test against it"
         )

@@ -18,13 +18,15 @@ import contextlib
 import io
 import itertools
 import json
+import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from stored_runs import write_run
+from stored_runs import EXCHANGES_OF, write_records
 
 from k3conformance.cli import main as cli_main
 from k3conformance.deployment.cookbook import get_shape
@@ -236,6 +238,10 @@ class Mutation:
     summary_only: bool = False
     # Edits or removes the records file after the run, the summary untouched.
     records_only: bool = False
+    # A gate option inside its allowed range that may make a verdict easier: it may change the verdict
+    # when the report marks it a weaker policy, and nothing done to the evidence with it may do better
+    # than the verdict on the whole evidence under the same policy.
+    policy: bool = False
 
 
 def _lost(case: str, baseline: Summary, candidate: Summary) -> list[str]:
@@ -475,8 +481,36 @@ def _candidate_is_baseline(case: str, baseline: Summary, candidate: Summary) -> 
 
 
 def _relabelled_copy(case: str, baseline: Summary, candidate: Summary) -> None:
+    """The baseline folder copied, its shape relabelled in summary and identity, a new run id and
+    its start moved by 0.9 s: its records are the baseline's exchanges (issue 35)."""
     _candidate_is_baseline(case, baseline, candidate)
-    candidate.update(run_id="run-copy", shape="ep32-megamoe", baseline=False)
+    candidate.update(run_id="run-copy", shape="ep32-megamoe", baseline=False, started_at=_later(baseline, 0.9))
+    candidate[EXCHANGES_OF] = baseline["run_id"]
+
+
+def _later(summary: Summary, seconds: float) -> str:
+    started = datetime.fromisoformat(summary["started_at"])
+    return (started + timedelta(seconds=seconds)).isoformat()
+
+
+def _replayed_exchanges(case: str, baseline: Summary, candidate: Summary) -> None:
+    """The baseline's exchanges replayed as the candidate's run, chain and all recomputed under the
+    candidate's own run id and labels: only the exchanges themselves give it away."""
+    for name, suite in baseline["suites"].items():
+        candidate["suites"][name] = _copy(suite)
+    candidate[EXCHANGES_OF] = baseline["run_id"]
+
+
+def _started_in_the_future(case: str, baseline: Summary, candidate: Summary) -> None:
+    """A clock running a day ahead when the candidate started."""
+    candidate["started_at"] = (datetime.now(timezone.utc) + timedelta(days=1)).isoformat()
+
+
+def _layout(layout: str) -> Callable[[str, Summary, Summary], None]:
+    def edit(case: str, baseline: Summary, candidate: Summary) -> None:
+        candidate[LAYOUT] = layout
+
+    return edit
 
 
 def _malformed(edit: Callable[[Summary], None]) -> Callable[[str, Summary, Summary], None]:
@@ -510,6 +544,23 @@ def _file(content: str) -> Callable[[str, Evidence], Evidence]:
 RECORDS_FILE = "__records_file__"
 MISSING = "missing"
 CUT = "cut"
+# A byte copy of the baseline's records; the baseline's records appended to the candidate's; a
+# records file of the baseline's put next to the candidate's.
+REPLAYED = "replayed"
+MIXED = "mixed"
+EXTRA = "extra"
+# How the candidate is stored and named (a summary key, never written): by default a folder named on
+# the command line; otherwise under results/<shape>/ and named by its shape, with:
+LAYOUT = "__layout__"
+# its folder not named by its run id,
+RENAMED = "renamed"
+# next to it a healthy run of its shape (the baseline's scores and exchanges of its own) in a
+# later-sorting folder that is not its run id,
+SHADOW_BY_NAME = "shadow-by-name"
+# the same under its own later-sorting run id, started an hour before the candidate,
+SHADOW_STARTED_BEFORE = "shadow-started-before"
+# the same started a day in the future (a clock running ahead).
+SHADOW_FROM_THE_FUTURE = "shadow-from-the-future"
 
 
 def _records_file(state: str, side: int = 1) -> Callable[[str, Evidence], Evidence]:
@@ -575,7 +626,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("--repetition-floor 0.9", _with_arguments("--repetition-floor", "0.9")),
     Mutation("--truncation-floor 0.9", _with_arguments("--truncation-floor", "0.9")),
     Mutation("--min-coverage 0", _with_arguments("--min-coverage", "0")),
-    Mutation("--gate warn", _with_arguments("--gate", "warn")),
+    Mutation("--gate warn", _with_arguments("--gate", "warn"), policy=True),
     # Partial or unfit baselines.
     Mutation("baseline without the items the candidate lost", _on_candidate(_baseline_drops_lost), removes=True),
     Mutation("baseline without scores of the failing suite", _on_candidate(_baseline_drops_suite_scores), removes=True),
@@ -601,6 +652,26 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("records file cut mid-line (interrupted copy)", _records_file(CUT), records_only=True),
     Mutation("the lost items' outcome lines deleted", _on_candidate(_drop_lost), records_only=True),
     Mutation("the baseline's records file removed", _records_file(MISSING, side=0), records_only=True),
+    # Copies, replays and cross-run mixes (issue 35).
+    Mutation("the baseline's exchanges replayed under the candidate's labels", _on_candidate(_replayed_exchanges)),
+    Mutation("records a byte copy of the baseline's", _records_file(REPLAYED), records_only=True),
+    Mutation("the baseline's records appended to the candidate's", _records_file(MIXED), records_only=True),
+    Mutation("a records file of the baseline's next to the candidate's", _records_file(EXTRA), records_only=True),
+    # Renames and clock skew: the candidate chosen by its shape.
+    Mutation("the candidate's folder not named by its run id", _on_candidate(_layout(RENAMED))),
+    Mutation("a healthy run in a later-sorting folder", _on_candidate(_layout(SHADOW_BY_NAME))),
+    Mutation("a healthy run under a later-sorting id, started before", _on_candidate(_layout(SHADOW_STARTED_BEFORE))),
+    Mutation("a healthy run started a day in the future", _on_candidate(_layout(SHADOW_FROM_THE_FUTURE))),
+    Mutation("the candidate started a day in the future", _on_candidate(_started_in_the_future)),
+    # Policy overrides within the allowed ranges: they may change the verdict, and must say so.
+    Mutation(
+        "--margins 10 for the failing suites",
+        _with_arguments("--margins", "agentic_coding=10,coding=10,small_model=10"),
+        policy=True,
+    ),
+    Mutation("--margin 10", _with_arguments("--margin", "10"), policy=True),
+    Mutation("--alpha 0.1", _with_arguments("--alpha", "0.1"), policy=True),
+    Mutation("--allow-differences seed,model", _with_arguments("--allow-differences", "seed,model"), policy=True),
 )
 
 # Mutations the gate cannot see through yet, with why. The harness keeps them, so that the day
@@ -614,6 +685,27 @@ class Outcome:
     verdict: str | None
     reasons: list[str]
     error: str
+    notes: tuple[str, ...] = ()
+
+    @property
+    def rank(self) -> int:
+        """How bad the outcome is for the candidate: PASS 0, INCONCLUSIVE 1, anything that fails 2."""
+        if self.verdict is None or self.verdict in ("FAIL", "INCOMPLETE"):
+            return 2
+        return 1 if self.verdict == "INCONCLUSIVE" else 0
+
+    def held_against(self, reference: Outcome | None) -> bool:
+        """Held; or, under a policy override the report marks weaker, no better than `reference`, the
+        verdict on the whole evidence under the same policy, and exiting as it does."""
+        if self.held:
+            return True
+        weaker = any("weaker policy" in note for note in self.notes)
+        return (
+            reference is not None
+            and weaker
+            and self.rank >= reference.rank
+            and (self.exit_status != 0 or reference.exit_status == 0)
+        )
 
     @property
     def held(self) -> bool:
@@ -633,17 +725,52 @@ class Outcome:
 
 
 def _write(directory: Path, summary: Summary, recorded: Summary) -> str:
-    """The run folder: `summary` as written, and the records of the run `recorded` describes."""
-    write_run(directory, {key: value for key, value in recorded.items() if key != RECORDS_FILE})
+    """The run folder: `summary` as written (sealing the head of the records the run wrote), and
+    the records of the run `recorded` describes (the folder emptied first: no file of an earlier trial stays)."""
+    shutil.rmtree(directory, ignore_errors=True)
+    heads = write_records(directory, {key: value for key, value in recorded.items() if key != RECORDS_FILE})
     raw = summary.get("__raw__")
-    (directory / "summary.json").write_text(raw if isinstance(raw, str) else json.dumps(summary))
+    written = {key: value for key, value in summary.items() if key != EXCHANGES_OF}
+    written.setdefault("records_chain", heads)
+    (directory / "summary.json").write_text(raw if isinstance(raw, str) else json.dumps(written))
     records = directory / "records-main.jsonl"
-    if recorded.get(RECORDS_FILE) == MISSING:
+    theirs = directory.parent / "baseline" / "records-main.jsonl"
+    state = recorded.get(RECORDS_FILE)
+    if state == MISSING:
         records.unlink()
-    elif recorded.get(RECORDS_FILE) == CUT:
+    elif state == CUT:
         content = records.read_bytes()
         records.write_bytes(content[: len(content) - 40])
+    elif state == REPLAYED and theirs.is_file():
+        shutil.copyfile(theirs, records)
+    elif state == MIXED and theirs.is_file():
+        records.write_bytes(records.read_bytes() + theirs.read_bytes())
+    elif state == EXTRA and theirs.is_file():
+        shutil.copyfile(theirs, directory / "records-gw9.jsonl")
     return str(directory)
+
+
+def _write_candidate(workdir: Path, baseline: Summary, candidate: Summary, recorded: Summary) -> tuple[str, list[str]]:
+    """The candidate stored as its layout says; what names it on the command line, and the options that go with it."""
+    layout = candidate.get(LAYOUT)
+    if layout is None or "__raw__" in candidate or not isinstance(candidate.get("shape"), str):
+        return _write(workdir / "candidate", candidate, recorded), []
+    results = workdir / "results"
+    shutil.rmtree(results, ignore_errors=True)
+    shape_dir = results / candidate["shape"]
+    folder = "restored-from-cache" if layout == RENAMED else str(candidate.get("run_id"))
+    _write(shape_dir / folder, candidate, recorded)
+    if layout in (SHADOW_BY_NAME, SHADOW_STARTED_BEFORE, SHADOW_FROM_THE_FUTURE):
+        healthy = _copy({key: value for key, value in recorded.items() if key not in (LAYOUT, RECORDS_FILE)})
+        healthy["suites"] = _copy(baseline["suites"])
+        healthy["run_id"] = "zzzz-run-healthy"
+        if layout == SHADOW_FROM_THE_FUTURE:
+            healthy["started_at"] = (datetime.now(timezone.utc) + timedelta(days=1)).isoformat()
+        else:
+            healthy["started_at"] = _later(candidate, -3600) if "started_at" in candidate else None
+        name = "zzzz-restored" if layout == SHADOW_BY_NAME else healthy["run_id"]
+        _write(shape_dir / name, healthy, healthy)
+    return candidate["shape"], ["--results-dir", str(results)]
 
 
 def judge_evidence(evidence: Evidence, workdir: Path, recorded: Evidence | None = None) -> Outcome:
@@ -654,23 +781,16 @@ def judge_evidence(evidence: Evidence, workdir: Path, recorded: Evidence | None 
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         try:
-            status = cli_main(
-                [
-                    "compare",
-                    _write(workdir / "baseline", baseline, recorded_baseline),
-                    _write(workdir / "candidate", candidate, recorded_candidate),
-                    "--format",
-                    "json",
-                    *arguments,
-                ]
-            )
+            named_baseline = _write(workdir / "baseline", baseline, recorded_baseline)
+            named, options = _write_candidate(workdir, baseline, candidate, recorded_candidate)
+            status = cli_main(["compare", named_baseline, named, "--format", "json", *options, *arguments])
         except SystemExit as exit_:  # argparse refuses a bad option value with exit 2
             status = int(exit_.code or 0)
     try:
         report = json.loads(stdout.getvalue())
     except json.JSONDecodeError:
         return Outcome(status, None, [], stderr.getvalue())
-    return Outcome(status, report["verdict"], list(report["reasons"]), stderr.getvalue())
+    return Outcome(status, report["verdict"], list(report["reasons"]), stderr.getvalue(), tuple(report["notes"]))
 
 
 @dataclass(frozen=True)
@@ -678,6 +798,12 @@ class Trial:
     case: str
     mutations: tuple[str, ...]
     outcome: Outcome
+    # Under a policy override: the verdict on the whole evidence under the same policy.
+    reference: Outcome | None = None
+
+    @property
+    def held(self) -> bool:
+        return self.outcome.held_against(self.reference)
 
     @property
     def known_hole(self) -> bool:
@@ -707,6 +833,7 @@ def judged_singly(trials: Sequence[Trial]) -> list[Mutation]:
 def try_mutations(case: str, chosen: Iterable[tuple[Mutation, ...]]) -> list[Trial]:
     trials = []
     initial = start(case)
+    references: dict[tuple[Mutation, ...], Outcome] = {}
     with tempfile.TemporaryDirectory() as directory:
         for mutations in chosen:
             # What the summaries say, and what the runs did (their records).
@@ -717,7 +844,16 @@ def try_mutations(case: str, chosen: Iterable[tuple[Mutation, ...]]) -> list[Tri
                 if not mutation.summary_only:
                     recorded = mutation.apply(case, recorded)
             outcome = judge_evidence(evidence, Path(directory), recorded)
-            trials.append(Trial(case, tuple(mutation.name for mutation in mutations), outcome))
+            reference = None
+            policies = tuple(mutation for mutation in mutations if mutation.policy)
+            if policies and not outcome.held:
+                if policies not in references:
+                    policed = initial
+                    for mutation in policies:
+                        policed = mutation.apply(case, policed)
+                    references[policies] = judge_evidence(policed, Path(directory))
+                reference = references[policies]
+            trials.append(Trial(case, tuple(mutation.name for mutation in mutations), outcome, reference))
     return trials
 
 
@@ -729,7 +865,7 @@ def table(trials: Sequence[Trial]) -> list[str]:
             chosen = [trial for trial in trials if trial.case == case and len(trial.mutations) == size]
             if not chosen:
                 continue
-            held = sum(trial.outcome.held for trial in chosen)
-            known = sum(1 for trial in chosen if not trial.outcome.held and trial.known_hole)
+            held = sum(trial.held for trial in chosen)
+            known = sum(1 for trial in chosen if not trial.held and trial.known_hole)
             rows.append(f"| {case} | {label} | {len(chosen)} | {held} | {len(chosen) - held} | {known} |")
     return rows

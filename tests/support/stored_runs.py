@@ -9,12 +9,18 @@ contradict (a summary edited after the run).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
-from k3conformance.gate.identity import IDENTITY_FILE, identity_of
+from k3conformance.gate.identity import identity_of
+from k3conformance.runs.chain import IDENTITY_FILE, anchor, chained_lines, identity_digest
 
+RECORDS_FILE = "records-main.jsonl"
+# A summary key (never written) naming the run whose exchanges the records replay: a copy of that
+# run's response records, nonces and all. Without it, the run's own exchanges.
+EXCHANGES_OF = "__exchanges_of__"
 # The outcome each check count stands for, as run/tally.py classifies a test.
 _OUTCOMES = {"passed": "passed", "failed": "failed", "errors": "error", "infra_errors": "infra_error"}
 
@@ -57,13 +63,54 @@ def _record(
     }
 
 
-def write_run(directory: Path, summary: dict[str, Any], records_from: dict[str, Any] | None = None) -> str:
-    """The run folder `directory`: `summary` as its summary.json, and the outcome records of
-    `records_from` (the summary itself unless given) as its records; returns the folder."""
+def response_records(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """One response record per scored item, each with the nonce of the exchange it stands for: the
+    run's own (a stand-in for the nonce drawn per request, unique to the run), or those of the run
+    `EXCHANGES_OF` names, for a replay of its records."""
+    exchanges = str(summary.get(EXCHANGES_OF) or summary.get("run_id"))
+    records = []
+    for suite, entry in (summary.get("suites") or {}).items():
+        for item in entry.get("scores") or {}:
+            nonce = hashlib.sha256(f"{exchanges}/{suite}/{item}".encode()).hexdigest()[:16]
+            records.append(
+                {"kind": "response", "suite": suite, "item": item, "sample": 0, "step": "answer", "k3_nonce": nonce}
+            )
+    return records
+
+
+def write_records(directory: Path, source: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The records of the run `source` describes, chained from its sealed identity (written too);
+    returns the heads its summary seals."""
+    identity = identity_of(source)
     directory.mkdir(parents=True, exist_ok=True)
+    (directory / IDENTITY_FILE).write_text(json.dumps(identity))
+    records = [*response_records(source), *outcome_records(source)]
+    lines = list(chained_lines(records, str(source.get("run_id")), anchor(identity_digest(identity), RECORDS_FILE)))
+    (directory / RECORDS_FILE).write_text("".join(lines))
+    head = json.loads(lines[-1])["chain"] if lines else None
+    return {RECORDS_FILE: {"head": head, "records": len(lines)}}
+
+
+def rewrite_records(directory: Path, records: list[dict[str, Any]]) -> None:
+    """The run folder's records replaced by `records`, chained as its writer would have (a resumed
+    run's sessions each appending), its summary sealing the new head."""
+    identity = json.loads((directory / IDENTITY_FILE).read_text())
+    plain = [{key: value for key, value in record.items() if key not in ("run_id", "chain")} for record in records]
+    start = anchor(identity_digest(identity), RECORDS_FILE)
+    lines = list(chained_lines(plain, str(identity["run_id"]), start))
+    (directory / RECORDS_FILE).write_text("".join(lines))
+    summary = json.loads((directory / "summary.json").read_text())
+    summary["records_chain"] = {RECORDS_FILE: {"head": json.loads(lines[-1])["chain"], "records": len(lines)}}
     (directory / "summary.json").write_text(json.dumps(summary))
-    source = records_from or summary
-    lines = (json.dumps(record) + "\n" for record in outcome_records(source))
-    (directory / "records-main.jsonl").write_text("".join(lines))
-    (directory / IDENTITY_FILE).write_text(json.dumps(identity_of(source)))
+
+
+def write_run(directory: Path, summary: dict[str, Any], records_from: dict[str, Any] | None = None) -> str:
+    """The run folder `directory`: `summary` as its summary.json (sealing its records' heads unless
+    it says otherwise), and the outcome records of `records_from` (the summary itself unless given)
+    as its records, with its sealed identity; returns the folder."""
+    directory.mkdir(parents=True, exist_ok=True)
+    heads = write_records(directory, records_from or summary)
+    written = {key: value for key, value in summary.items() if key != EXCHANGES_OF}
+    written.setdefault("records_chain", heads)
+    (directory / "summary.json").write_text(json.dumps(written))
     return str(directory)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from gate_mutations import CONFORMANCE, deepep_case, megamoe_case
-from stored_runs import write_run
+from stored_runs import EXCHANGES_OF, rewrite_records, write_run
 
 from k3conformance.cli import main as cli_main
 from k3conformance.gate.evidence import judged_on_records
@@ -95,7 +95,9 @@ def test_the_policy_in_force_is_printed_in_the_text_and_markdown_reports_and_sto
     result = judge(stored(baseline), stored(candidate), settings)
     policy = (
         "policy: margin 2 pts, math 1, one-sided α 0.025, looping floor 2%, truncation floor 5%, minimum coverage "
-        "100%, differences allowed: seed, strict mode: exits non-zero unless PASS"
+        "100%, differences allowed: seed, strict mode: exits non-zero unless PASS; differs from the default policy: "
+        "margin 2 (default 3); alpha 0.025 (default 0.05); margin of math 1 (default 3); differences allowed: seed "
+        "(weaker policy)"
     )
     assert text_report(result)[1].strip() == policy
     assert policy in markdown_report(result)
@@ -219,14 +221,18 @@ def test_malformed_summaries_are_one_message_and_exit_2(
 
 
 def test_compare_refuses_the_baseline_as_its_own_candidate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Reproduction 10: `compare B B` and a relabelled copy of the baseline were accepted."""
+    """Reproduction 10: `compare B B` and a relabelled copy of the baseline were accepted; issue 35: so
+    was a copy with a new run id and its start moved by 0.9 s. The copy's exchanges give it away,
+    whatever its labels say."""
     baseline, _ = deepep_case()
     path = write(tmp_path / "b", baseline)
     assert cli_main(["compare", path, path]) == 2
-    assert "is the baseline itself" in capsys.readouterr().err
-    copy = dict(baseline, run_id="run-copy", shape="ep32-deepep")
-    assert cli_main(["compare", path, write(tmp_path / "c", copy)]) == 2
-    assert "is a copy of the baseline" in capsys.readouterr().err
+    assert "is the baseline itself (tp8/run-base: the same run id)" in capsys.readouterr().err
+    copy = dict(baseline, run_id="run-copy", shape="ep32-deepep", started_at="2026-12-01T01:00:00.900000+00:00")
+    assert cli_main(["compare", path, write(tmp_path / "c", {**copy, EXCHANGES_OF: "run-base"})]) == 2
+    assert (
+        "is a copy of the baseline tp8/run-base: 401 of its exchanges carry the baseline's" in capsys.readouterr().err
+    )
 
 
 def test_a_stored_subset_or_contradicted_run_is_no_baseline(tmp_path: Path) -> None:
@@ -317,15 +323,13 @@ def test_each_tests_last_outcome_counts(tmp_path: Path) -> None:
     """A resumed run wrote a test's outcome once per session: the later one is the evidence."""
     baseline, _ = unchanged_pair()
     run_dir = Path(write_run(tmp_path / "run", baseline))
-    records = run_dir / "records-main.jsonl"
-    lines = records.read_text().splitlines()
-    first = json.loads(lines[0])
+    records = [json.loads(line) for line in (run_dir / "records-main.jsonl").read_text().splitlines()]
+    first = next(record for record in records if record["kind"] == "outcome")
     earlier = {**first, "written_at": "2026-11-30T00:00:00.000+00:00", "score": {**first["score"], "correct": 0.0}}
-    records.write_text(json.dumps(earlier) + "\n" + "\n".join(lines) + "\n")
+    rewrite_records(run_dir, [earlier, *records])
     assert judged_on_records(load_run(str(run_dir), tmp_path)).problems == ()
     later = {**first, "written_at": "2026-12-02T00:00:00.000+00:00", "score": {**first["score"], "correct": 0.0}}
-    with records.open("a") as handle:
-        handle.write(json.dumps(later) + "\n")
+    rewrite_records(run_dir, [earlier, *records, later])
     (problem,) = judged_on_records(load_run(str(run_dir), tmp_path)).problems
     total = first["score"]["samples"]
     assert (

@@ -50,7 +50,7 @@ def test_a_conversation_is_stored_once_and_read_back_whole(tmp_path: Path) -> No
     # Two conversations interleaved, as concurrent tasks write them; then one that does not continue.
     written = [record for pair in zip(first, second, strict=True) for record in pair]
     written.append(response("a", "other", [{"role": "user", "content": "unrelated"}], temperature=0.5))
-    writer = RecordWriter(tmp_path / "records-main.jsonl")
+    writer = RecordWriter(tmp_path / "records-main.jsonl", "run-1", "0" * 64)
     for record in written:
         writer.write(record)
     # Plain, to measure what storing the history once saves by itself (compression is tested below).
@@ -68,7 +68,7 @@ def test_a_conversation_is_stored_once_and_read_back_whole(tmp_path: Path) -> No
 
 
 def test_resume_finds_responses_of_compact_records(tmp_path: Path) -> None:
-    writer = RecordWriter(tmp_path / "records-main.jsonl")
+    writer = RecordWriter(tmp_path / "records-main.jsonl", "run-1", "0" * 64)
     records = conversation("a", 3)
     for record in records:
         writer.write(record)
@@ -79,7 +79,7 @@ def test_resume_finds_responses_of_compact_records(tmp_path: Path) -> None:
 
 
 def test_a_record_whose_predecessor_is_gone_keeps_its_reference(tmp_path: Path) -> None:
-    writer = RecordWriter(tmp_path / "records-main.jsonl")
+    writer = RecordWriter(tmp_path / "records-main.jsonl", "run-1", "0" * 64)
     for record in conversation("a", 3):
         writer.write(record)
     writer.close(compress=False)
@@ -92,7 +92,7 @@ def test_a_record_whose_predecessor_is_gone_keeps_its_reference(tmp_path: Path) 
 
 def test_a_closed_records_file_is_compressed_and_read_back_the_same(tmp_path: Path) -> None:
     records = [record for name in "abcd" for record in conversation(name, 8)]
-    writer = RecordWriter(tmp_path / "records-main.jsonl")
+    writer = RecordWriter(tmp_path / "records-main.jsonl", "run-1", "0" * 64)
     for record in records:
         writer.write(record)
     writer.close(compress=False)
@@ -108,7 +108,7 @@ def test_a_closed_records_file_is_compressed_and_read_back_the_same(tmp_path: Pa
 
 
 def test_resume_expands_the_records_and_appends_to_them(tmp_path: Path) -> None:
-    writer = RecordWriter(tmp_path / "records-main.jsonl")
+    writer = RecordWriter(tmp_path / "records-main.jsonl", "run-1", "0" * 64)
     first = conversation("a", 3)
     for record in first:
         writer.write(record)
@@ -116,7 +116,7 @@ def test_resume_expands_the_records_and_appends_to_them(tmp_path: Path) -> None:
     assert [path.name for path in record_files(tmp_path)] == ["records-main.jsonl.zst"]
     expand_records(tmp_path)
     assert [path.name for path in tmp_path.iterdir()] == ["records-main.jsonl"]
-    writer = RecordWriter(tmp_path / "records-main.jsonl")
+    writer = RecordWriter(tmp_path / "records-main.jsonl", "run-1", "0" * 64)
     later = conversation("b", 2)
     for record in later:
         writer.write(record)
@@ -127,12 +127,12 @@ def test_resume_expands_the_records_and_appends_to_them(tmp_path: Path) -> None:
 def test_where_both_forms_exist_the_plain_one_is_read(tmp_path: Path) -> None:
     # Compressing was interrupted after the rename (or a resume after expanding): the plain file
     # holds everything the compressed one does, and more if the run went on.
-    writer = RecordWriter(tmp_path / "records-main.jsonl")
+    writer = RecordWriter(tmp_path / "records-main.jsonl", "run-1", "0" * 64)
     records = conversation("a", 4)
     for record in records[:2]:
         writer.write(record)
     writer.close()
-    writer = RecordWriter(tmp_path / "records-main.jsonl")
+    writer = RecordWriter(tmp_path / "records-main.jsonl", "run-1", "0" * 64)
     for record in records:
         writer.write(record)
     writer.close(compress=False)
@@ -148,7 +148,7 @@ def test_a_compressed_file_cut_short_ends_at_its_last_whole_record(tmp_path: Pat
         response(f"item-{index}", "turn-001", [{"role": "user", "content": random.randbytes(2048).hex()}])
         for index in range(300)
     ]
-    writer = RecordWriter(tmp_path / "records-main.jsonl")
+    writer = RecordWriter(tmp_path / "records-main.jsonl", "run-1", "0" * 64)
     for record in records:
         writer.write(record)
     writer.close()
@@ -162,7 +162,7 @@ def test_a_compressed_file_cut_short_ends_at_its_last_whole_record(tmp_path: Pat
 
 def test_a_plain_file_compressed_after_it_was_listed_is_read_compressed(tmp_path: Path) -> None:
     # An xdist worker compresses its file as its session ends, while the controller reads the records.
-    writer = RecordWriter(tmp_path / "records-gw0.jsonl")
+    writer = RecordWriter(tmp_path / "records-gw0.jsonl", "run-1", "0" * 64)
     records = conversation("a", 3)
     for record in records:
         writer.write(record)
