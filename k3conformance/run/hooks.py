@@ -55,6 +55,9 @@ def activate(config: pytest.Config) -> RunState:
         )
     config.addinivalue_line("markers", "k3_suite(name): the k3conformance suite a test belongs to")
     config.addinivalue_line("markers", "k3_vendor: a vendor-mode check, run only with --k3-vendor")
+    config.addinivalue_line(
+        "markers", "agentic_pool: the whole real-repository agentic pool (a sample runs by default)"
+    )
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
     if not hasattr(config, "workerinput"):
