@@ -138,6 +138,12 @@ def _check_datasets(settings: Settings) -> dict[str, dict[str, str]]:
     with contextlib.suppress(OSError, ValueError):
         tasks = load_tasks()
         sources["agentic_coding"] = {tasks.name: tasks.sha256}
+    # And the real-repository pool, whose tasks the suite runs beside them.
+    with contextlib.suppress(OSError, ValueError):
+        from k3conformance.agent.pool_tasks import pool_dir, read_pool
+
+        manifest, _ = read_pool(pool_dir())
+        sources.setdefault("agentic_coding", {})[f"pool:{manifest['name']}"] = str(manifest["sha256"])
     return sources
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from k3conformance.agent.loop import task_prompt
 from k3conformance.agent.mutants import BUG_KINDS, mutants
 from k3conformance.agent.pool_tasks import (
     PoolError,
@@ -23,8 +24,13 @@ from k3conformance.agent.pool_tasks import (
     pool_provenance,
     summary_table,
 )
-from k3conformance.agent.tools import Workspace
+from k3conformance.agent.tasks import AgentTask
+from k3conformance.agent.tools import TOOL_SPECS, Workspace
 from k3conformance.reference import agent_play
+from k3conformance.reference.answer_key import AnswerKey
+from k3conformance.reference.profiles import get_profile
+from k3conformance.reference.simulator import Simulator
+from k3conformance.reference.values import SimulatedTurn
 from k3conformance.sandbox import SandboxPool
 
 POOL = SandboxPool(2)
@@ -121,3 +127,37 @@ def test_mutants_change_one_place_of_one_function_by_every_kind() -> None:
 def test_the_docs_show_the_pools_projects_as_its_manifest_has_them() -> None:
     table = summary_table(pool_provenance()["sources"])
     assert table in (REPO / "docs" / "suites.md").read_text(encoding="utf-8")
+
+
+def _played(profile: str, task: AgentTask) -> list[SimulatedTurn]:
+    """The scripted agent's turns on `task` against the reference deployment, each read_file
+    answered with the file as the sandbox would return it (the context a real repository makes)."""
+    simulator = Simulator(get_profile(profile), AnswerKey.load(REPO / "fixtures"), "kimi-k3")
+    history: list[dict[str, object]] = [{"role": "user", "content": task_prompt(task)}]
+    turns = []
+    for _ in range(8):
+        turn = simulator.complete({"messages": history, "tools": list(TOOL_SPECS), "seed": 1234, "max_tokens": 8192})
+        turns.append(turn)
+        if turn.finish_reason != "tool_calls" or turn.tool_calls[0].name == "finish":
+            break
+        call = turn.tool_calls[0]
+        arguments = json.loads(call.arguments)
+        result = task.start.get(arguments.get("path", ""), "ok") if call.name == "read_file" else "ok"
+        history += [
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+            ]},
+            {"role": "tool", "tool_call_id": call.id, "content": result},
+        ]  # fmt: skip
+    return turns
+
+
+def test_megamoe_loops_on_the_long_turns_of_real_repositories_and_tp8_never() -> None:
+    """The same length mechanism as on the authored tasks: the whole function rewritten (its
+    drafts) and the real files read make long outputs and contexts, where the fused kernel loops."""
+    sample = [entry.task for entry in TASKS[:16]]
+    looping = {
+        profile: sum(any(turn.finish_reason == "length" for turn in _played(profile, task)) for task in sample)
+        for profile in ("tp8", "ep32-megamoe")
+    }
+    assert looping["tp8"] == 0 and looping["ep32-megamoe"] >= 2, looping
