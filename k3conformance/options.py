@@ -592,6 +592,13 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "is unavailable (the rlimit fallback can write world-writable files outside the task copy)",
         flag_only=True,
     ),
+    OptionSpec(
+        "agent_instances",
+        dataset_specs,
+        (),
+        "SWE-bench-shaped instances for the agentic coding suite: file:PATH.jsonl or hub:NAME@SPLIT; an instance "
+        "whose environment cannot be built offline in the sandbox is refused with the reason (default: none)",
+    ),
 )
 
 
@@ -650,6 +657,7 @@ class Settings:
     agent_tokens: int
     agent_wall_time: float
     agent_unisolated: bool
+    agent_instances: tuple[str, ...]
     # Derived, not an option: where the key came from, for the header and the errors (never the key).
     api_key_source: str = NO_KEY
 

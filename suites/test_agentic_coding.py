@@ -1,7 +1,9 @@
 """Long-output agentic coding: the model works on a small Python repository through tools
 (list, read, write and edit files, run the tests, finish) for as many turns as it needs,
-and hidden tests score what it leaves. 60 tasks (`fixtures/agentic_coding/`: bug fixes,
-features across two files, refactors, whole modules written from their docstrings).
+and hidden tests score what it leaves. 60 authored tasks (`fixtures/agentic_coding/`: bug fixes,
+features across two files, refactors, whole modules written from their docstrings), and bugs
+put into real PyPI projects, decided by the projects' own tests (`fixtures/pools/swe_mutants/`:
+a sample by default, the whole pool with `-m agentic_pool`).
 
 This is where the published K3 regression showed (EP32 with a fused MoE kernel: outputs
 past tens of thousands of tokens loop until the limit): long outputs and growing contexts.
@@ -16,10 +18,13 @@ from __future__ import annotations
 from functools import lru_cache
 
 import pytest
+from _pytest.mark.structures import ParameterSet
 
 from k3conformance import Exchange, ItemScore, Probe, ProbeResult, settings_of
 from k3conformance.agent.isolation import agent_isolation
 from k3conformance.agent.loop import AgentBudget, AgentRun, run_agent
+from k3conformance.agent.pool_tasks import load_pool_tasks, pool_dir
+from k3conformance.agent.swebench import Refused, load_instances
 from k3conformance.agent.tasks import AgentTask, TaskSet, load_tasks
 from k3conformance.agent.tools import TOOLS_BY_NAME, Workspace
 from k3conformance.checks.agentic_coding import check_tool_calls_conform
@@ -27,6 +32,10 @@ from k3conformance.sandbox import SandboxPool
 
 SUITE = "agentic_coding"
 MAX_TOKENS = 65536
+# The real-repository pool (fixtures/pools/swe_mutants/): its first POOL_SAMPLE tasks (the
+# pool's order spans its projects) run by default; all of them with `-m agentic_pool`.
+POOL_SAMPLE = 12
+POOL_MARK = "agentic_pool"
 
 
 @lru_cache(maxsize=1)
@@ -34,9 +43,12 @@ def sandbox_pool() -> SandboxPool:
     return SandboxPool()
 
 
-def _probe(tasks: TaskSet, task: AgentTask) -> Probe:
+def _probe(tasks: TaskSet, task: AgentTask | Refused) -> Probe:
     async def conversation(exchange: Exchange) -> None:
         settings = exchange.settings
+        if isinstance(task, Refused):
+            exchange.note("refused", f"instance {task.instance_id} refused: {task.reason}")
+            return
         isolation = agent_isolation(settings.agent_unisolated)
         if not isolation.allowed:
             exchange.note("refused", isolation.refusal())
@@ -49,6 +61,9 @@ def _probe(tasks: TaskSet, task: AgentTask) -> Probe:
         )
         exchange.note("agent", await run_agent(exchange, task, Workspace(task.start, sandbox_pool()), budget))
 
+    if isinstance(task, Refused):
+        return Probe(SUITE, task.instance_id, conversation=conversation, max_tokens=MAX_TOKENS, kind="bugfix",
+                     data={"dataset": tasks.name, "dataset_sha256": tasks.sha256})  # fmt: skip
     return Probe(
         SUITE,
         task.id,
@@ -65,7 +80,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "probe" in metafunc.fixturenames:
         limit = settings_of(metafunc.config).limit
         tasks = load_tasks()
-        probes = [_probe(tasks, task) for task in tasks.tasks[:limit]]
+        probes: list[Probe | ParameterSet] = [_probe(tasks, task) for task in tasks.tasks[:limit]]
+        # `--k3-limit N` takes the first N of the authored tasks, then of the pool's.
+        left = None if limit is None else max(0, limit - len(tasks.tasks))
+        if pool_dir().is_dir() and left != 0:
+            pool, _ = load_pool_tasks()
+            whole = POOL_MARK in str(metafunc.config.getoption("markexpr", "") or "")
+            chosen = pool.tasks if whole else pool.tasks[:POOL_SAMPLE]
+            marks = [getattr(pytest.mark, POOL_MARK)] if whole else []
+            probes += [pytest.param(_probe(pool, task), marks=marks, id=task.id) for task in chosen[:left]]
+        for spec in settings_of(metafunc.config).agent_instances:
+            name, revision, instances = load_instances(spec, limit)
+            given = TaskSet(name, revision, tuple(task for task in instances if isinstance(task, AgentTask)))
+            probes += [_probe(given, task) for task in instances]
         metafunc.parametrize("probe", probes, ids=str)
 
 

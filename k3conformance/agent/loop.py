@@ -33,9 +33,9 @@ from k3conformance.scoring.repetition import detect_output
 from k3conformance.xtml.markup import find_markup
 
 SYSTEM_PROMPT = (
-    "You are a careful software engineer working in a small Python repository through tools. Read what you "
-    "need, change files with write_file or edit_file, run the tests with run_tests, and call finish when the "
-    "task is done. Paths are relative to the repository root; nothing outside it is reachable. Hidden tests "
+    "You are a careful software engineer working in a Python repository through tools. Read what you "
+    "need, change files with write_file, edit_file or str_replace_editor, run the tests with run_tests or "
+    "commands with bash, and call finish when the task is done. Paths are relative to the repository root; nothing outside it is reachable. Hidden tests "
     "decide whether the task is solved."
 )
 NUDGE = "Continue with the tools: change the files, run the tests, and call finish when the task is done."
@@ -202,7 +202,7 @@ async def run_agent(exchange: Exchange, task: AgentTask, workspace: Workspace, b
         if out_of_time:
             run.stop_reason = "wall time"
             break
-    hidden = await workspace.hidden_tests(task.hidden)
+    hidden = await workspace.hidden_tests(task.hidden, task.hidden_ids)
     run.solved = hidden.passed
     run.hidden_tests = hidden.reason
     return run

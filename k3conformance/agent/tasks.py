@@ -57,6 +57,11 @@ class AgentTask:
     start: Mapping[str, str]
     solution: Mapping[str, str]
     hidden: Mapping[str, str]
+    # The hidden tests that decide, by unittest id, where the hidden files hold more than
+    # that (a real project's suite: the tests its own code passes); empty: all of them.
+    hidden_ids: tuple[str, ...] = ()
+    # The visible test file the task's report points at (the scripted reference agent reads it).
+    visible_tests: str = VISIBLE_TESTS
 
     def changed_paths(self) -> list[str]:
         """Files the reference solution writes (new or different), in path order."""
@@ -70,6 +75,7 @@ class AgentTask:
             "start": dict(self.start),
             "solution": dict(self.solution),
             "hidden": dict(self.hidden),
+            **({"hidden_ids": list(self.hidden_ids)} if self.hidden_ids else {}),
         }
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 

@@ -19,10 +19,11 @@ import fnmatch
 import json
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from k3conformance.agent import shell_tools
 from k3conformance.agent.tasks import HIDDEN_DIR
 from k3conformance.agent.verdict import RECORDER, hidden_verdict_program, repository_packages
 from k3conformance.sandbox import ExecutionResult, SandboxLimits, SandboxPool
@@ -80,6 +81,7 @@ TOOL_SPECS: tuple[dict[str, Any], ...] = (
         ["path", "old", "new"],
     ),
     _function("run_tests", "Run the repository's tests (unittest discovery under tests/) and show the report.", {}, []),
+    *shell_tools.specs(_function, _PATH),
     _function(
         FINISH,
         "Stop: the task is done (or cannot be done). The hidden tests then decide.",
@@ -88,7 +90,7 @@ TOOL_SPECS: tuple[dict[str, Any], ...] = (
     ),
 )
 TOOLS_BY_NAME: Mapping[str, dict[str, Any]] = {spec["function"]["name"]: spec for spec in TOOL_SPECS}
-CHANGES_FILES = frozenset({"write_file", "edit_file"})
+CHANGES_FILES = frozenset({"write_file", "edit_file", shell_tools.SHELL, shell_tools.EDITOR})
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,7 @@ def clean(text):
 """
 
 _PROGRAMS: Mapping[str, str] = {
+    **shell_tools.PROGRAMS,
     "list_files": r"""
 for folder, folders, names in os.walk(ROOT):
     folders[:] = sorted(name for name in folders if name != "__pycache__")
@@ -195,6 +198,10 @@ emit("edited " + ARGUMENTS["path"])
     "run_tests": r"""
 import builtins, difflib, fnmatch, importlib, importlib.util, io, linecache, pprint, tokenize, traceback, unittest
 import unittest.case, unittest.loader, unittest.result, unittest.runner, unittest.suite, warnings
+
+# Compiled files are looked for (and never found) under /proc, which nobody can write: a
+# forged __pycache__/*.pyc of a real test file (its mtime and size copied) is never loaded.
+sys.pycache_prefix = "/proc/k3-no-bytecode"
 
 _report = json.dumps
 _unittest_modules = (unittest, unittest.case, unittest.loader, unittest.result, unittest.runner, unittest.suite)
@@ -297,6 +304,8 @@ _COLLECTED: Mapping[str, tuple[str, ...]] = {
     "write_file": (REPO_DIR, OUTPUT_FILE),
     "edit_file": (REPO_DIR, OUTPUT_FILE),
     "run_tests": (OUTPUT_FILE,),
+    shell_tools.SHELL: (REPO_DIR, OUTPUT_FILE),
+    shell_tools.EDITOR: (REPO_DIR, OUTPUT_FILE),
 }
 
 
@@ -424,13 +433,14 @@ class Workspace:
             ok = report is not None and report.all_passed
         return ToolResult(_result_text(name, execution), ok=ok)
 
-    async def hidden_tests(self, hidden: Mapping[str, str]) -> HiddenTests:
+    async def hidden_tests(self, hidden: Mapping[str, str], select: Sequence[str] = ()) -> HiddenTests:
         """The score: the hidden tests run against the repository as the agent left it, in a
-        process that never imports the repository (agent/verdict.py)."""
-        program = hidden_verdict_program(hidden, HIDDEN_DIR, repository_packages(self.files))
+        process that never imports the repository (agent/verdict.py); with `select`, only those
+        tests run and every one of them must pass."""
+        program = hidden_verdict_program(hidden, HIDDEN_DIR, repository_packages(self.files), select)
         copy = {f"{REPO_DIR}/{path}": text for path, text in self.files.items()}
         execution = await self._pool.run(program, TOOL_LIMITS, files=copy, collect=(OUTPUT_FILE,), seal=True)
-        return judge_hidden(execution, hidden_test_ids(hidden))
+        return judge_hidden(execution, frozenset(select) or hidden_test_ids(hidden))
 
     async def _run(
         self, name: str, arguments: Mapping[str, Any], files: Mapping[str, str], limits: SandboxLimits = TOOL_LIMITS

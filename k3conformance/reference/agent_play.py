@@ -1,7 +1,7 @@
 """The reference deployment playing the coding agent: a scripted solution path per task.
 
 A request is an agent turn when it declares the agent's tools and its first user message
-names a task of `fixtures/agentic_coding/` ("Task ID"). The script is what a competent
+names a task of `fixtures/agentic_coding/` or of the real-repository pool ("Task ID"). The script is what a competent
 agent does: list the files, read the ones it will change and the visible tests, make the
 change (an `edit_file` of one function for a bug fix, a `write_file` of each whole file
 otherwise), run the tests, finish. Which step comes next is the number of assistant turns
@@ -19,6 +19,7 @@ and only the length of outputs and contexts decides where a faulty kernel loops
 
 from __future__ import annotations
 
+import ast
 import difflib
 import json
 import re
@@ -26,7 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from k3conformance.agent.tasks import VISIBLE_TESTS, AgentTask, load_tasks
+from k3conformance.agent.pool_tasks import load_pool_tasks, pool_dir
+from k3conformance.agent.tasks import AgentTask, load_tasks
 from k3conformance.reference.values import ChatRequest
 from k3conformance.reference.words import count_tokens
 
@@ -42,6 +44,8 @@ _THINKING_SHARE: Mapping[str, float] = {
     "write_file": 0.5,
     "run_tests": 0.3,
     "finish": 0.2,
+    "str_replace_editor": 0.5,
+    "bash": 0.3,
 }
 
 
@@ -75,13 +79,14 @@ def next_action(request: ChatRequest, task: AgentTask, correct: bool, effort_wor
     done = sum(1 for message in request.messages if message.get("role") == "assistant")
     script = _script(task, correct)
     name, arguments = script[min(done, len(script) - 1)]
-    written = count_tokens(str(arguments.get("content", ""))) + count_tokens(str(arguments.get("new", "")))
+    written = sum(count_tokens(str(arguments.get(key, ""))) for key in ("content", "new", "new_str"))
     return AgentAction(name, arguments, round(effort_words * _THINKING_SHARE[name]) + _DRAFTS * written)
 
 
 def _script(task: AgentTask, correct: bool) -> list[tuple[str, Mapping[str, Any]]]:
     existing = [path for path in task.changed_paths() if path in task.start]
-    reads = [*existing, VISIBLE_TESTS] if VISIBLE_TESTS not in existing else existing
+    tests = [task.visible_tests] if task.visible_tests in task.start and task.visible_tests not in existing else []
+    reads = [*existing, *tests]
     steps: list[tuple[str, Mapping[str, Any]]] = [("list_files", {})]
     steps += [("read_file", {"path": path}) for path in reads]
     steps += _changes(task, correct)
@@ -90,6 +95,8 @@ def _script(task: AgentTask, correct: bool) -> list[tuple[str, Mapping[str, Any]
 
 
 def _changes(task: AgentTask, correct: bool) -> list[tuple[str, Mapping[str, Any]]]:
+    if task.hidden_ids:
+        return [_function_rewrite(task, correct)]
     if task.kind == "bugfix":
         (path,) = task.changed_paths()
         old, new = _changed_block(task.start[path], task.solution[path])
@@ -105,6 +112,32 @@ def _changes(task: AgentTask, correct: bool) -> list[tuple[str, Mapping[str, Any
         for path in task.changed_paths()
         if path in task.start
     ]
+
+
+def _function_rewrite(task: AgentTask, correct: bool) -> tuple[str, Mapping[str, Any]]:
+    """A task of a real project: the agent rewrites the whole function it found the bug in,
+    with the editor of the open coding agents (its drafts are as long as the function)."""
+    (path,) = task.changed_paths()
+    start, solution = task.start[path], task.solution[path]
+    old, new = _changed_block(start, solution)
+    first = start[: start.index(old)].count("\n") + 1
+    last = first + old.count("\n")
+    spans = [
+        (node.lineno, node.end_lineno or node.lineno)
+        for node in ast.walk(ast.parse(start))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= first
+        and (node.end_lineno or node.lineno) >= last
+    ]  # fmt: skip
+    if spans:
+        low, high = max(spans)  # the innermost: it starts last
+        lines = start.splitlines(keepends=True)
+        whole = "".join(lines[low - 1 : high])
+        if start.count(whole) == 1:
+            old, new = whole, whole.replace(old, new, 1)
+    if not correct:
+        head, _, rest = old.partition("\n")
+        new = f"{head}  # checked: looks right\n{rest}"
+    return ("str_replace_editor", {"command": "str_replace", "path": path, "old_str": old, "new_str": new})
 
 
 def _changed_block(start: str, solution: str) -> tuple[str, str]:
@@ -130,4 +163,8 @@ _cache: dict[str, AgentTask] = {}
 def _tasks_by_id() -> Mapping[str, AgentTask]:
     if not _cache:
         _cache.update({task.id: task for task in load_tasks().tasks})
+        # The real-repository pool's tasks are played the same way (its answer key: each
+        # project's own code); a checkout without the pool has only the authored tasks.
+        if pool_dir().is_dir():
+            _cache.update({task.id: task for task in load_pool_tasks()[0].tasks})
     return _cache

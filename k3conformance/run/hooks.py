@@ -55,6 +55,9 @@ def activate(config: pytest.Config) -> RunState:
         )
     config.addinivalue_line("markers", "k3_suite(name): the k3conformance suite a test belongs to")
     config.addinivalue_line("markers", "k3_vendor: a vendor-mode check, run only with --k3-vendor")
+    config.addinivalue_line(
+        "markers", "agentic_pool: the whole real-repository agentic pool (a sample runs by default)"
+    )
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
     if not hasattr(config, "workerinput"):
@@ -137,6 +140,12 @@ def _check_datasets(settings: Settings) -> dict[str, dict[str, str]]:
     with contextlib.suppress(OSError, ValueError):
         tasks = load_tasks()
         sources["agentic_coding"] = {tasks.name: tasks.sha256}
+    # And the real-repository pool, whose tasks the suite runs beside them.
+    with contextlib.suppress(OSError, ValueError):
+        from k3conformance.agent.pool_tasks import pool_dir, read_pool
+
+        manifest, _ = read_pool(pool_dir())
+        sources.setdefault("agentic_coding", {})[f"pool:{manifest['name']}"] = str(manifest["sha256"])
     return sources
 
 

@@ -56,6 +56,17 @@ def lower(kind, soft, hard):
     resource.setrlimit(kind, (min(soft, hard), hard))
 
 
+def bwrap_options_by_fd(command):
+    # bwrap's options (the host's work-folder path among them) reach it through a pipe, not
+    # its argv: inside the sandbox bwrap is PID 1, and /proc/1/cmdline is readable there.
+    split = command.index("--")
+    read, write = os.pipe()
+    os.write(write, b"".join(option.encode() + b"\0" for option in command[1:split]))
+    os.close(write)
+    os.set_inheritable(read, True)
+    return [command[0], "--args", str(read), *command[split:]]
+
+
 def main(status, keep_status, workdir, cpu, memory, file_size, processes, uid, gid, unshare_net, orphan_guard,
          cgroup_procs, *command):
     status = int(status)
@@ -84,6 +95,8 @@ def main(status, keep_status, workdir, cpu, memory, file_size, processes, uid, g
         lower(resource.RLIMIT_NPROC, int(processes), int(processes))
         if keep_status != "1":
             os.set_inheritable(status, False)
+        elif "--" in command:
+            command = bwrap_options_by_fd(command)
         os.execv(command[0], command)
     except BaseException as error:
         os.write(status, ("E" + type(error).__name__ + ": " + str(error)).encode())

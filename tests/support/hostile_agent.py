@@ -270,6 +270,33 @@ def attacks(host_file: str, package: str, hidden_ids: Sequence[str] = ()) -> lis
             result="the run's 1 GiB memory cgroup kills some of them",
         ),
         Attack(
+            "the shell after the key, the host file and the host's paths",
+            [
+                (
+                    "bash",
+                    {
+                        "command": f"cat {host_file}; cat /proc/1/environ /proc/self/environ; env; "
+                        "cat /proc/1/cmdline; ls / /root /work /home 2>&1"
+                    },
+                ),
+                ("bash", {"command": "python3 -c 'import os; print(os.listdir(\"/proc\"))'"}),
+            ],
+            result="the sandbox's own files only: no key, no host file, no host path in bubblewrap's argv",
+        ),
+        Attack(
+            "the shell forks and allocates without end",
+            [
+                (
+                    "bash",
+                    {
+                        "command": "python3 -c 'x = bytearray(3 << 30)'; (for i in 1 2 3 4 5 6 7 8 9; do sleep 30 & done; wait)",
+                        "timeout": 3,
+                    },
+                )
+            ],
+            result="the allocation fails, the processes are capped, the command times out",
+        ),
+        Attack(
             "os._exit(0) in the package",
             [
                 ("write_file", {"path": "tests/test_race.py", "content": "import unittest\n"}),

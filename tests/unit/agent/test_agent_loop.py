@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from k3conformance.agent.loop import AgentBudget, run_agent
@@ -55,7 +55,7 @@ class WaitingWorkspace(Workspace):
         await asyncio.sleep(min(self.seconds, wall_seconds if wall_seconds is not None else self.seconds))
         return ToolResult("x" * RESULT_CHARS, ok=True)
 
-    async def hidden_tests(self, hidden: Mapping[str, str]) -> HiddenTests:
+    async def hidden_tests(self, hidden: Mapping[str, str], select: Sequence[str] = ()) -> HiddenTests:
         return HiddenTests(False, "not run here", None)
 
 

@@ -13,6 +13,7 @@ from run_files import REPO
 from k3conformance.agent.loop import task_prompt
 from k3conformance.agent.tasks import load_tasks
 from k3conformance.agent.tools import TOOL_SPECS
+from k3conformance.reference.agent_play import AGENT_TOOLS
 from k3conformance.reference.answer_key import AnswerKey
 from k3conformance.reference.faults import (
     DRIFT_CONTEXT_TOKENS,
@@ -111,7 +112,8 @@ def test_megamoe_loops_on_agent_turns_that_write_whole_modules() -> None:
     """The scripted agent's write of a whole module is the long output that loops."""
     spec = next(task for task in load_tasks().tasks if task.kind == "spec")
     messages: list[dict[str, object]] = [{"role": "user", "content": task_prompt(spec)}]
-    tools = list(TOOL_SPECS)
+    # The suite's own tools (the shell and editor beside them would draw other samples).
+    tools = [tool for tool in TOOL_SPECS if tool["function"]["name"] in AGENT_TOOLS]
     outcomes = {}
     for profile in ("tp8", "ep32-megamoe", "ep32-deepep"):
         turns = []

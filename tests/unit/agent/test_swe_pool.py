@@ -1,0 +1,163 @@
+"""The real-repository pool (`fixtures/pools/swe_mutants/`, issue 33): its size and spread, its
+hash checked on load, and, for a few tasks of every project, the validation its builder ran:
+the start fails the tests its bug breaks, the project's own code passes every deciding test.
+The whole validation is the builder's (`python fixtures/pools/build_swe_mutants.py --check`)."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from k3conformance.agent.loop import task_prompt
+from k3conformance.agent.mutants import BUG_KINDS, mutants
+from k3conformance.agent.pool_tasks import (
+    PoolError,
+    PoolTask,
+    load_pool_tasks,
+    pool_dir,
+    pool_provenance,
+    summary_table,
+)
+from k3conformance.agent.tasks import AgentTask
+from k3conformance.agent.tools import TOOL_SPECS, Workspace
+from k3conformance.reference import agent_play
+from k3conformance.reference.answer_key import AnswerKey
+from k3conformance.reference.profiles import get_profile
+from k3conformance.reference.simulator import Simulator
+from k3conformance.reference.values import SimulatedTurn
+from k3conformance.sandbox import SandboxPool
+
+POOL = SandboxPool(2)
+REPO = Path(__file__).resolve().parents[3]
+TASKSET, TASKS = load_pool_tasks()
+
+
+def test_the_pool_has_three_hundred_tasks_over_ten_projects_and_every_bug_kind() -> None:
+    assert len(TASKS) >= 300
+    projects = Counter(task.project for task in TASKS)
+    assert len(projects) >= 10 and min(projects.values()) >= 5, projects
+    assert set(Counter(task.bug_kind for task in TASKS)) == set(BUG_KINDS)
+    assert len({task.task.id for task in TASKS}) == len(TASKS)
+    # The pool's order spans the projects: the default run's sample holds ten of them.
+    assert len({task.project for task in TASKS[:12]}) >= 10
+    provenance = pool_provenance()
+    assert provenance["sha256"] == TASKSET.sha256 and len(provenance["sources"]) == len(projects)
+    assert all(source["where"].startswith("pypi:") and len(source["sha256"]) == 64 for source in provenance["sources"])
+
+
+def test_a_changed_data_file_is_refused(tmp_path: Path) -> None:
+    shutil.copytree(pool_dir(), tmp_path / "pool")
+    data = tmp_path / "pool" / "items.jsonl.gz"
+    lines = gzip.decompress(data.read_bytes()).decode().splitlines()
+    data.write_bytes(gzip.compress("\n".join(lines[:-1]).encode(), mtime=0))
+    with pytest.raises(PoolError, match="sha256"):
+        load_pool_tasks(tmp_path / "pool")
+
+
+def test_a_task_reports_a_symptom_never_the_place_of_the_fix() -> None:
+    for entry in TASKS:
+        task = entry.task
+        (path,) = task.changed_paths()
+        assert entry.fail_to_pass and set(entry.fail_to_pass) <= set(task.hidden_ids)
+        assert path not in task.statement and "fails with" in task.statement, task.id
+        assert task.visible_tests in task.start, task.id
+
+
+def _one_per_project() -> list[PoolTask]:
+    seen: dict[str, PoolTask] = {}
+    for task in TASKS:
+        seen.setdefault(task.project, task)
+    return list(seen.values())
+
+
+@pytest.mark.parametrize("entry", _one_per_project(), ids=lambda entry: entry.task.id)
+def test_the_start_fails_the_broken_tests_and_the_reference_passes_them_all(entry: PoolTask) -> None:
+    task = entry.task
+    start = asyncio.run(Workspace(dict(task.start), POOL).hidden_tests(task.hidden, task.hidden_ids))
+    assert not start.passed and start.report is not None
+    assert sorted(set(task.hidden_ids) - start.report.passed) == list(entry.fail_to_pass)
+    solved = asyncio.run(Workspace(dict(task.solution), POOL).hidden_tests(task.hidden, task.hidden_ids))
+    assert solved.passed, solved.reason
+
+
+def test_the_reference_deployment_plays_a_pool_task_from_its_answer_key() -> None:
+    task = TASKS[0].task
+    script = agent_play._script(task, correct=True)
+    names = [name for name, _ in script]
+    assert names[0] == "list_files" and names[-2:] == ["run_tests", "finish"]
+    reads = [arguments["path"] for name, arguments in script if name == "read_file"]
+    assert reads == [*task.changed_paths(), task.visible_tests]
+    # The whole function the bug is in, rewritten with the editor of the open coding agents.
+    (edit,) = [arguments for name, arguments in script if name == "str_replace_editor"]
+    (path,) = task.changed_paths()
+    assert edit["old_str"].lstrip().startswith(("def ", "async def ", "@"))
+    assert task.start[path].replace(edit["old_str"], edit["new_str"]) == task.solution[path]
+
+
+def test_mutants_change_one_place_of_one_function_by_every_kind() -> None:
+    source = (
+        "def f(items, limit):\n"
+        "    '''Doc.'''\n"
+        "    if not items:\n"
+        "        return []\n"
+        "    total = 0\n"
+        "    for item in items:\n"
+        "        if item < limit and item != 3:\n"
+        "            total = total + item\n"
+        "        else:\n"
+        "            total -= 1\n"
+        "    return sorted(items, key=abs)[:2] + [max(total, limit)]\n"
+    )
+    found = mutants("m.py", source)
+    assert {mutant.kind for mutant in found} == set(BUG_KINDS)
+    for mutant in found:
+        changed = source.replace(mutant.original, mutant.mutated)
+        assert changed != source and json.dumps(mutant.detail)
+        compile(changed, "m.py", "exec")
+        # Nothing outside the function moves, and the docstring stays.
+        assert "'''Doc.'''" in changed
+
+
+def test_the_docs_show_the_pools_projects_as_its_manifest_has_them() -> None:
+    table = summary_table(pool_provenance()["sources"])
+    assert table in (REPO / "docs" / "suites.md").read_text(encoding="utf-8")
+
+
+def _played(profile: str, task: AgentTask) -> list[SimulatedTurn]:
+    """The scripted agent's turns on `task` against the reference deployment, each read_file
+    answered with the file as the sandbox would return it (the context a real repository makes)."""
+    simulator = Simulator(get_profile(profile), AnswerKey.load(REPO / "fixtures"), "kimi-k3")
+    history: list[dict[str, object]] = [{"role": "user", "content": task_prompt(task)}]
+    turns = []
+    for _ in range(8):
+        turn = simulator.complete({"messages": history, "tools": list(TOOL_SPECS), "seed": 1234, "max_tokens": 8192})
+        turns.append(turn)
+        if turn.finish_reason != "tool_calls" or turn.tool_calls[0].name == "finish":
+            break
+        call = turn.tool_calls[0]
+        arguments = json.loads(call.arguments)
+        result = task.start.get(arguments.get("path", ""), "ok") if call.name == "read_file" else "ok"
+        history += [
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+            ]},
+            {"role": "tool", "tool_call_id": call.id, "content": result},
+        ]  # fmt: skip
+    return turns
+
+
+def test_megamoe_loops_on_the_long_turns_of_real_repositories_and_tp8_never() -> None:
+    """The same length mechanism as on the authored tasks: the whole function rewritten (its
+    drafts) and the real files read make long outputs and contexts, where the fused kernel loops."""
+    sample = [entry.task for entry in TASKS[:16]]
+    looping = {
+        profile: sum(any(turn.finish_reason == "length" for turn in _played(profile, task)) for task in sample)
+        for profile in ("tp8", "ep32-megamoe")
+    }
+    assert looping["tp8"] == 0 and looping["ep32-megamoe"] >= 2, looping
