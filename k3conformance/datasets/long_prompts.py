@@ -58,6 +58,20 @@ def filler_sentences(rng: random.Random, words: int) -> list[str]:
     return sentences
 
 
+def quick_filler(rng: random.Random, words: int) -> list[str]:
+    """Filler sentences like `filler_sentences`, drawn in one batch: the generated long-context
+    tasks hold millions of filler words a run, where a draw a word costs seconds of collection.
+    (`filler_sentences` keeps its draws: the state-consistency prompts stay the same text.)"""
+    drawn = rng.choices(_WORDS, k=max(0, words))
+    sentences: list[str] = []
+    start = 0
+    while start < len(drawn):
+        length = rng.randint(8, 16)
+        sentences.append(" ".join(drawn[start : start + length]).capitalize() + ".")
+        start += length
+    return sentences
+
+
 def long_document(*, words: int, seed: str, needle: str, copy_label: str) -> str:
     """About `words` words of filler with `needle` in the middle. The first line differs
     between copies so that two copies share no prompt prefix."""
