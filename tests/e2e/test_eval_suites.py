@@ -32,6 +32,9 @@ def test_healthy_profile_scores_every_suite(eval_project: pytest.Pytester) -> No
         "out",
         "--k3-context-lengths",
         "2000",
+        # The authored math problems only (the default adds pool:math_hard's 262).
+        "--k3-math-dataset",
+        "fixture:math",
         "--k3-coding-dataset",
         "humaneval,fixture:coding",
         "-q",

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from k3conformance.datasets.long_tasks import KINDS, answer_pattern, long_task, long_tasks
+from k3conformance.datasets.long_tasks import GENERATOR, KINDS, answer_pattern, long_task, long_tasks, tasks_sha256
 from k3conformance.reference.long_reader import read_long_task
 
 SEED = "test-seed"
@@ -76,3 +76,13 @@ def test_the_answer_patterns_take_the_whole_set_and_nothing_else() -> None:
 def test_a_prompt_without_a_generated_task_reads_as_none() -> None:
     assert read_long_task("What is the value of the key 'vault'? Answer with the value only.") is None
     assert read_long_task("") is None
+
+
+def test_the_items_are_those_of_their_generator_version() -> None:
+    """A change to the generator that changes any item must bump GENERATOR (the dataset's
+    name in the run's identity, so a baseline of other items is told apart) and this hash."""
+    assert GENERATOR == "ruler-style-v1"
+    assert (
+        tasks_sha256(long_tasks(2000, 4, "golden"))
+        == "01d0b50b61f17a40b951372a1986d962470d1f48e57e1c3284e8c82c33b47966"
+    )

@@ -6,12 +6,14 @@ context-length mechanisms, and the short ones not at all."""
 from __future__ import annotations
 
 import dataclasses
+import random
 from functools import cache
 
 from run_files import REPO
 
 from k3conformance.datasets.long_tasks import KINDS, LongTask, answer_pattern, long_task, long_tasks
 from k3conformance.reference.answer_key import AnswerKey
+from k3conformance.reference.faults import gibberish
 from k3conformance.reference.long_reader import read_long_task
 from k3conformance.reference.profiles import get_profile
 from k3conformance.reference.simulator import Simulator
@@ -98,6 +100,13 @@ def test_dcp_drift_spares_8k_and_garbles_every_128k_answer() -> None:
         task = long_task(128000, index, SEED)
         turn = ask("dcp-context-drift", task.prompt)
         assert named(task, turn) != task.answers and not detect(turn.reasoning + " " + (turn.content or "")).looping
+
+
+def test_no_gibberish_word_reads_as_a_long_context_answer() -> None:
+    """Garbled text (reference/faults.py: words of two or three pieces) holds nothing of an answer's shape."""
+    garbled = gibberish(random.Random(0), 50_000)
+    for kind in KINDS:
+        assert not answer_pattern(kind).search(garbled), kind
 
 
 def test_megamoe_loops_on_a_128k_prompt_and_answers_8k_as_tp8() -> None:
