@@ -96,8 +96,11 @@ def _add_plan(commands: Any) -> None:
         help="Print what a sequentially gated run against a stored baseline will cost, without an endpoint",
         description=(
             "Size the sequential gate from a stored baseline: per accuracy suite, the maximum items, the looks, "
-            "the expected items to a decision for no change and for a loss of twice the margin, and the minimum "
-            "detectable drop at the maximum. The spread of an unchanged deployment comes from an A/A pair (--aa, or "
+            "the expected items, requests and output tokens to a decision for no change (PASS, each suite sized for "
+            "its share of the run's 80%) and for a loss of twice the margin (FAIL), PASS at a loss of exactly the "
+            "margin (at most alpha), whether a PASS can be reached at all, the samples per item that reach the PASS "
+            "power, and the minimum detectable drop at the maximum; with --budget, what the budget still reaches. "
+            "The spread of an unchanged deployment comes from an A/A pair (--aa, or "
             "another complete run stored next to the baseline), else from several samples per item, else an "
             "assumed 15% discordance. The header of a gated pytest run prints the same. Exit status: 0, or 2 on "
             "bad input."

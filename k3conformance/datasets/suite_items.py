@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from k3conformance.datasets.bundled import HUMANEVAL, load_fixture
+from k3conformance.datasets.pools import PoolUnavailable, load_pool
 from k3conformance.datasets.prompt_token_cases import load_prompt_token_cases
 from k3conformance.datasets.sources import (
     DatasetUnavailable,
@@ -128,6 +129,8 @@ def _humaneval() -> CodingDataset:
 
 def load_coding_dataset(spec: str, limit: int | None) -> CodingDataset:
     parsed = parse_dataset_spec(spec)
+    if parsed.kind == "pool":
+        return _coding_pool(parsed.name)
     if spec.startswith("fixture:"):
         fixture = load_fixture(spec.partition(":")[2])
         items = tuple(
@@ -142,6 +145,18 @@ def load_coding_dataset(spec: str, limit: int | None) -> CodingDataset:
         return CodingDataset(spec, fixture.sha256, items)
     loaded = load_dataset_items(parsed, limit=limit, fields=_coding_fields(spec), option="--k3-coding-dataset")
     return CodingDataset(loaded.name, loaded.revision, tuple(_coding_item(item) for item in loaded.items))
+
+
+def _coding_pool(name: str) -> CodingDataset:
+    """A bundled coding pool: its items are in the suite's shape already (HumanEval-style, with
+    the per-call time limit its builder set), and its hash is the manifest's, checked on load."""
+    try:
+        pool = load_pool(name)
+    except PoolUnavailable as error:
+        raise DatasetUnavailable(f"--k3-coding-dataset pool:{name}: {error}") from None
+    if pool.suite != "coding":
+        raise DatasetUnavailable(f"--k3-coding-dataset pool:{name}: the pool feeds the {pool.suite} suite, not coding")
+    return CodingDataset(f"pool:{name}", pool.sha256, pool.items)
 
 
 def _test_source(tests: str | list[str]) -> str:

@@ -39,11 +39,14 @@ class AnswerKey:
         if not directory.is_dir():
             raise FileNotFoundError(f"fixtures directory not found: {directory}")
         items: list[FixtureItem] = []
-        for path in sorted(directory.glob("*.json")):
-            items.extend(_parse_suite(path))
+        # Pools first: a pool's task may have the very prompt of a fixture's (HumanEval+ keeps
+        # HumanEval's), and a tie goes to the earliest loaded, so the answer the simulator gives
+        # that prompt is the pool's, whose builder checked it against the stronger tests.
         pools = directory / "pools"
         for manifest in sorted(pools.glob(f"*/{MANIFEST}")) if pools.is_dir() else ():
             items.extend(_pool_items(manifest.parent.name))
+        for path in sorted(directory.glob("*.json")):
+            items.extend(_parse_suite(path))
         return cls(items)
 
     def lookup(self, text: str) -> FixtureItem | None:
@@ -89,25 +92,50 @@ def _parse_item(suite: str, raw: Mapping[str, Any]) -> FixtureItem:
 
 
 def _pool_items(name: str) -> list[FixtureItem]:
-    """A math pool's items as the simulator answers them: the worked solution when right, a
-    wrong integer boxed when wrong (the pool's builder checked the grader scores both so).
-    Pools of other suites carry their answer keys in their own form (agentic tasks, say)."""
+    """A pool's items as the simulator answers them, for the suites whose answers a reply holds:
+    math (the worked solution when right, a wrong integer boxed when wrong) and coding (the
+    canonical solution when right, the prompt with `return None` as its body when wrong); each
+    pool's builder checked that the suite scores both so. Pools of other suites carry their
+    answer keys in their own form (agentic tasks, say)."""
     pool = load_pool(name)
-    if pool.suite != "math":
-        return []
-    return [
-        FixtureItem(
-            suite=pool.suite,
-            id=str(item["id"]),
-            prompt=str(item["prompt"]),
-            answer=item["answer"],
-            reply=str(item.get("solution") or f"The final answer is $\\boxed{{{item['answer']}}}$."),
-            wrong_reply=f"The final answer is $\\boxed{{{wrong_math_answer(str(item['answer']))}}}$.",
-            graded=True,
-            tool_calls=(),
-        )
-        for item in pool.items
-    ]
+    if pool.suite == "math":
+        return [_math_item(pool.suite, item) for item in pool.items]
+    if pool.suite == "coding":
+        return [_coding_item(pool.suite, item) for item in pool.items]
+    return []
+
+
+def _math_item(suite: str, item: Mapping[str, Any]) -> FixtureItem:
+    return FixtureItem(
+        suite=suite,
+        id=str(item["id"]),
+        prompt=str(item["prompt"]),
+        answer=item["answer"],
+        reply=str(item.get("solution") or f"The final answer is $\\boxed{{{item['answer']}}}$."),
+        wrong_reply=f"The final answer is $\\boxed{{{wrong_math_answer(str(item['answer']))}}}$.",
+        graded=True,
+        tool_calls=(),
+    )
+
+
+def _coding_item(suite: str, item: Mapping[str, Any]) -> FixtureItem:
+    # Filed under the stripped prompt, as fixtures/humaneval_answers.json files HumanEval's.
+    return FixtureItem(
+        suite=suite,
+        id=str(item["id"]),
+        prompt=str(item["prompt"]).strip(),
+        answer=item["entry_point"],
+        reply=f"```python\n{item['solution']}```",
+        wrong_reply=f"```python\n{wrong_code_answer(str(item['prompt']))}```",
+        graded=True,
+        tool_calls=(),
+    )
+
+
+def wrong_code_answer(prompt: str) -> str:
+    """A HumanEval-style prompt completed with a body that returns None: wrong for every task
+    whose tests expect a value (a pool's builder keeps no task this passes)."""
+    return f"{prompt}    return None\n"
 
 
 def wrong_math_answer(gold: str) -> str:

@@ -387,6 +387,49 @@ FAULTS: tuple[Fault, ...] = (
             "time nothing happens (only the load lane's strict phase puts that many in flight)"
         ),
     ),
+    # the 2026 public bugs the API contract matrix catches (issue 34; docs/public-bugs.md)
+    Fault(
+        "unclosed-tools-section-dropped",
+        "conformance",
+        (
+            "Dynamo PR 8208 (said there to be in Moonshot's reference parser and copied into vLLM and SGLang): "
+            "max_tokens reached before the tool-call section closes and the parser discards the whole section, "
+            "the calls written whole before the cut included (a parser setting)"
+        ),
+    ),
+    Fault(
+        "reasoning-tokens-zero",
+        "conformance",
+        (
+            "vLLM issue 44398 / SGLang issue 15562: usage.completion_tokens_details.reasoning_tokens reported as 0 "
+            "while the reasoning is returned and counted in completion_tokens"
+        ),
+    ),
+    Fault(
+        "thinking-off-answer-as-reasoning",
+        "conformance",
+        (
+            "ik_llama.cpp issue 1685 / vllm-ascend issue 9361: with thinking off the generation prompt opens the "
+            "response, the model writes the answer straight away, and a reasoning parser forced into the think "
+            "block whatever the switch says returns it as reasoning_content, content empty"
+        ),
+    ),
+    Fault(
+        "reasoning-parser-off-after-tool-result",
+        "conformance",
+        (
+            "Dynamo issue 10533 (PR 8901's suppress_reasoning_after_tool): the reasoning parser is switched off for "
+            "a request whose last message is a tool result, so that turn's think block and its markers arrive in content"
+        ),
+    ),
+    Fault(
+        "concurrent-empty-content",
+        "conformance",
+        (
+            "SGLang issue 23341: under many concurrent requests (100 workers there) a streamed answer arrives with "
+            "empty content and finish_reason stop; here from 6 streams in flight, every content delta is emptied"
+        ),
+    ),
     # state
     Fault(
         "prefix-cache-corruption",

@@ -14,6 +14,8 @@ is called from exactly one place:
 - `on_raw`: the raw K3 text the model emits, before any parser reads it (wire.py)
 - `parser_settings`: how the server's reasoning and tool-call parsers are configured (app.py)
 - `on_message` / `on_stream`: the server's non-streaming message and SSE frames (wire.py)
+- `reported_finish`, `on_usage`: the finish reason and usage the server reports, both modes (wire.py)
+- `turn_parser_settings`: parser settings for one turn instead of the server's own (wire.py)
 - `falls_into_loop` / `looping_reasoning`: long outputs that loop until the token limit (simulator.py)
 - `drift_onset` / `drifted`: decoding that turns to gibberish past a context length (simulator.py)
 - `load_sensitive` / `under_load`, `crashes_under_guided_load` / `carries_strict_schema`: what
@@ -355,12 +357,6 @@ def _raw_stop_token(completion: SimulatedTurn) -> SimulatedTurn:
     return dataclasses.replace(completion, finish_reason=_RAW_STOP)
 
 
-def _length_as_stop(completion: SimulatedTurn) -> SimulatedTurn:
-    if completion.finish_reason != "length":
-        return completion
-    return dataclasses.replace(completion, finish_reason="stop")
-
-
 def _prompt_tokens_skewed(completion: SimulatedTurn) -> SimulatedTurn:
     # ROCm ATOM 1727: usage counts a constant few tokens the rendered prompt does not hold.
     return dataclasses.replace(completion, prompt_tokens=completion.prompt_tokens + _PROMPT_TOKEN_SKEW)
@@ -399,7 +395,6 @@ def _one_id_for_all_calls(completion: SimulatedTurn) -> SimulatedTurn:
 
 _COMPLETION_EDITS: tuple[tuple[str, Callable[[SimulatedTurn], SimulatedTurn]], ...] = (
     ("raw-stop-token", _raw_stop_token),
-    ("length-reported-as-stop", _length_as_stop),
     ("prompt-tokens-skewed", _prompt_tokens_skewed),
     ("usage-excludes-reasoning", _usage_without_reasoning),
     ("usage-ignores-reasoning", _usage_of_content_only),
@@ -435,6 +430,10 @@ def on_raw(faults: frozenset[str], raw: str) -> str:
     if "think-opener-as-text" in faults and _plain_whole_answer(raw):
         # SGLang PR 32677's second shape: the opener written as text, then only the markers.
         raw = f"{_THINK_OPENER_AS_TEXT}{THINK_CLOSE}{RESPONSE_OPEN}{RESPONSE_CLOSE}{MESSAGE_CLOSE}"
+    if "thinking-off-answer-as-reasoning" in faults and raw.startswith(RESPONSE_OPEN):
+        # Thinking off: the generation prompt opened the response block, so the model's
+        # output starts with the answer itself (ik_llama.cpp 1685, vllm-ascend 9361).
+        raw = raw.removeprefix(RESPONSE_OPEN)
     if "hallucinated-tool-name" in faults:
         # The model writes the `functions.` namespace of K2's call ids into the tool attribute.
         raw = raw.replace('<|open|>call tool="', '<|open|>call tool="functions.')
@@ -468,16 +467,21 @@ def parser_settings(faults: frozenset[str]) -> ParserSettings:
         strips_message_close_in_streams="message-close-leak" not in faults,
         strings_kept_as_written="numeric-strings-coerced" not in faults,
         values_end_at_closing_marker="arguments-cut-at-marker" not in faults,
-        undecided_until_first_marker="skipped-think-as-reasoning" not in faults,
+        undecided_until_first_marker=not faults & _FORCED_INTO_THINK,
         later_channels_end_think="tools-lost-in-unclosed-think" not in faults,
         later_channels_end_think_in_streams=not faults & _OMITTED_THINK_CLOSE,
         forced_reasoning="think-opener-as-text" not in faults,
+        calls_before_tools_close="unclosed-tools-section-dropped" not in faults,
     )
 
 
+# A reasoning detector forced into the think block reads marker-free output as reasoning.
+_FORCED_INTO_THINK = frozenset({"skipped-think-as-reasoning", "thinking-off-answer-as-reasoning"})
 _HEALTHY_PARSERS = ParserSettings()
 _PARSER_FAULTS = frozenset(
     {
+        "thinking-off-answer-as-reasoning",
+        "unclosed-tools-section-dropped",
         "no-reasoning-parser",
         "empty-tool-calls",
         "stringified-arguments",
@@ -491,6 +495,33 @@ _PARSER_FAULTS = frozenset(
         "think-opener-as-text",
     }
 )
+
+
+def turn_parser_settings(faults: frozenset[str], after_tool_result: bool) -> ParserSettings | None:
+    """Settings the server uses for one turn instead of its own; None: its own.
+
+    Dynamo 10533: the reasoning parser is off for a request whose last message is a tool result."""
+    if "reasoning-parser-off-after-tool-result" in faults and after_tool_result:
+        return dataclasses.replace(parser_settings(faults), reasoning=False)
+    return None
+
+
+def reported_finish(faults: frozenset[str], finish_reason: str) -> str:
+    """The finish_reason the server reports for a turn the model ended with `finish_reason`.
+
+    length-reported-as-stop: a turn cut by max_tokens is reported as `stop`; the output itself
+    is cut as it was (a call cut in its arguments stays unreturned)."""
+    if finish_reason == "length" and "length-reported-as-stop" in faults:
+        return "stop"
+    return finish_reason
+
+
+def on_usage(faults: frozenset[str], usage: dict[str, Any]) -> dict[str, Any]:
+    """The usage object as the server reports it (both modes)."""
+    if "reasoning-tokens-zero" not in faults:
+        return usage
+    # vLLM 44398 / SGLang 15562: the breakdown says 0 while completion_tokens counts the reasoning.
+    return {**usage, "completion_tokens_details": {**usage.get("completion_tokens_details", {}), "reasoning_tokens": 0}}
 
 
 # --- the non-streaming message -----------------------------------------------------------
@@ -584,6 +615,13 @@ def _second_finish(chunks: list[Chunk]) -> list[Chunk]:
     return [*chunks[:after], _chunk_like(chunks[after - 1], {}, "stop"), *chunks[after:]]
 
 
+def _zero_reasoning_tokens(chunks: list[Chunk]) -> list[Chunk]:
+    for chunk in chunks:
+        if "usage" in chunk and isinstance(chunk["usage"], dict):
+            chunk["usage"] = on_usage(frozenset({"reasoning-tokens-zero"}), chunk["usage"])
+    return chunks
+
+
 def _without_usage(chunks: list[Chunk]) -> list[Chunk]:
     return [chunk for chunk in chunks if chunk["choices"]]
 
@@ -633,6 +671,7 @@ _STREAM_EDITS: tuple[tuple[str, Callable[[list[Chunk]], list[Chunk]]], ...] = (
     ("parallel-index-collision", _colliding_indexes),
     ("stream-repeats-tool-name", _tool_name_in_every_delta),
     ("no-done-marker", _without_done),
+    ("reasoning-tokens-zero", _zero_reasoning_tokens),
 )
 
 
@@ -641,27 +680,35 @@ _STREAM_EDITS: tuple[tuple[str, Callable[[list[Chunk]], list[Chunk]]], ...] = (
 
 def load_sensitive(faults: frozenset[str]) -> bool:
     """Whether this deployment's streams depend on how many streams are in flight."""
-    return "concurrent-empty-tool-deltas" in faults
+    return bool(faults & _LOAD_FAULTS)
+
+
+_LOAD_FAULTS = frozenset({"concurrent-empty-tool-deltas", "concurrent-empty-content"})
 
 
 def under_load(faults: frozenset[str], streams_in_flight: int, frames: Iterator[str]) -> Iterator[str]:
     """A stream's frames as a deployment serving `streams_in_flight` streams at once sends them.
 
     vLLM 54701: from LOAD_FAULT_STREAMS streams on, every tool_calls delta of a stream is an
-    empty array and the stream still ends with finish_reason tool_calls."""
-    if "concurrent-empty-tool-deltas" not in faults or streams_in_flight < LOAD_FAULT_STREAMS:
+    empty array and the stream still ends with finish_reason tool_calls. SGLang 23341: every
+    content delta is empty and the stream still ends with finish_reason stop."""
+    if not faults & _LOAD_FAULTS or streams_in_flight < LOAD_FAULT_STREAMS:
         return frames
-    return _emptied_tool_deltas(frames)
+    if "concurrent-empty-content" in faults:
+        frames = _emptied_deltas(frames, "content", "")
+    if "concurrent-empty-tool-deltas" in faults:
+        frames = _emptied_deltas(frames, "tool_calls", [])
+    return frames
 
 
-def _emptied_tool_deltas(frames: Iterator[str]) -> Iterator[str]:
+def _emptied_deltas(frames: Iterator[str], key: str, empty: Any) -> Iterator[str]:
     for frame in frames:
         if frame == _DONE:
             yield frame
             continue
         chunk = json.loads(frame.removeprefix("data: "))
-        if _delta_has(chunk, "tool_calls"):
-            chunk["choices"][0]["delta"] = {"tool_calls": []}
+        if _delta_has(chunk, key):
+            chunk["choices"][0]["delta"] = {key: empty}
         yield f"data: {json.dumps(chunk)}\n\n"
 
 

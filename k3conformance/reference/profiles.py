@@ -123,13 +123,8 @@ def get_profile(name: str) -> Profile:
 def with_item_spread(profile: Profile, mode: str) -> Profile:
     if mode == profile.item_spread:
         return profile
-    return dataclasses.replace(
-        profile,
-        base=profile.base or profile.name,
-        name=f"{profile.name}+{mode}",
-        description=f"{profile.description}; items {mode} (every item at the mean accuracy)",
-        item_spread=mode,
-    )
+    what = "every item at the mean accuracy" if mode == "exchangeable" else "items spread as measured"
+    return _modified(profile, mode, f"items {mode} ({what})", item_spread=mode)
 
 
 def with_parser(profile: Profile, parser: str) -> Profile:
@@ -140,11 +135,15 @@ def with_parser(profile: Profile, parser: str) -> Profile:
         )
     if parser == profile.parser:
         return profile
-    # Sampled as the profile itself, so that only the parser differs between the two.
+    return _modified(profile, parser, f"read by the {parser} parser", parser=parser)
+
+
+def _modified(profile: Profile, suffix: str, said: str, **changes: str) -> Profile:
+    """`NAME+SUFFIX`: sampled as the profile itself, so that only what the suffix changes differs."""
     return dataclasses.replace(
         profile,
         base=profile.base or profile.name,
-        name=f"{profile.name}+{parser}",
-        description=f"{profile.description}; read by the {parser} parser",
-        parser=parser,
+        name=f"{profile.name}+{suffix}",
+        description=f"{profile.description}; {said}",
+        **changes,  # type: ignore[arg-type]
     )

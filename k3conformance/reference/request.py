@@ -75,7 +75,18 @@ def parse_request(body: Mapping[str, Any], model_id: str, faults: frozenset[str]
         response_format=_response_format(body.get("response_format"), faults),
         seed=seed,
         sampling=sampling,
+        stop=_stop(body.get("stop")),
     )
+
+
+def _stop(raw: Any) -> tuple[str, ...]:
+    """OpenAI's `stop`: a string or a list of up to four non-empty strings."""
+    if raw is None:
+        return ()
+    values = [raw] if isinstance(raw, str) else raw
+    if not isinstance(values, list) or len(values) > 4 or not all(isinstance(v, str) and v for v in values):
+        raise _bad("`stop` must be a non-empty string or a list of at most 4 of them", "stop")
+    return tuple(values)
 
 
 def _messages(raw: Any, faults: frozenset[str]) -> tuple[Mapping[str, Any], ...]:

@@ -260,6 +260,8 @@ def _called_tool_name(messages: Sequence[Mapping[str, Any]], tool_call_id: str) 
 def _within_budget(
     request: ChatRequest, reasoning: str, content: str | None, calls: tuple[ToolCall, ...]
 ) -> SimulatedTurn:
+    if content and request.stop:
+        content = _before_stop(content, request.stop)
     reasoning_tokens = count_tokens(reasoning)
     answer_tokens = count_tokens(content or "") + sum(count_tokens(call.arguments) for call in calls)
     finish_reason = "tool_calls" if calls else "stop"
@@ -269,11 +271,13 @@ def _within_budget(
         if reasoning_tokens >= limit:
             reasoning, content, calls = take_tokens(reasoning, limit), "", ()
         elif calls:
-            content, calls = "", ()
+            calls = _calls_to_the_cut(calls, limit - reasoning_tokens)
         else:
             content = take_tokens(content or "", limit - reasoning_tokens)
         reasoning_tokens = count_tokens(reasoning)
-        answer_tokens = count_tokens(content or "")
+        answer_tokens = min(
+            limit - reasoning_tokens, count_tokens(content or "") + sum(count_tokens(c.arguments) for c in calls)
+        )
     return SimulatedTurn(
         reasoning=reasoning,
         content=content,
@@ -283,4 +287,25 @@ def _within_budget(
         completion_tokens=reasoning_tokens + answer_tokens,
         reasoning_tokens=reasoning_tokens,
         thinking=request.thinking,
+        after_tool_result=request.messages[-1].get("role") == "tool",
     )
+
+
+def _calls_to_the_cut(calls: tuple[ToolCall, ...], room: int) -> tuple[ToolCall, ...]:
+    """The calls written whole within `room` tokens, then the one the budget cut, last (the
+    writer leaves it and the tools block unclosed: xtml/writer.py)."""
+    kept: list[ToolCall] = []
+    for call in calls:
+        kept.append(call)
+        room -= count_tokens(call.arguments)
+        if room < 0:
+            break
+    return tuple(kept)
+
+
+def _before_stop(content: str, stop: tuple[str, ...]) -> str:
+    """The answer up to the first stop string in it, which the output leaves out (OpenAI's
+    `stop`). Matched in the answer only: the simulator's reasoning is not searched, so a
+    stop string taken from the answer and absent from the reasoning ends the answer."""
+    found = [index for index in (content.find(value) for value in stop) if index >= 0]
+    return content[: min(found)] if found else content

@@ -85,6 +85,8 @@ class ChatRequest:
     response_format: Mapping[str, Any] | None
     seed: int | None
     sampling: Sampling = K3_THINKING_SAMPLING
+    # `stop`: strings that end the output where they would first appear, left out of it.
+    stop: tuple[str, ...] = ()
 
 
 # --- what the model answers -------------------------------------------------------------
@@ -109,6 +111,9 @@ class SimulatedTurn:
     # Whether the request turned thinking on, as the chat template saw it; vLLM builds its
     # reasoning parser per request from the same switch (xtml/parsers/vllm.py).
     thinking: bool = True
+    # Whether the request's last message is a tool result (Dynamo issue 10533 switched the
+    # reasoning parser off for such turns).
+    after_tool_result: bool = False
 
 
 # --- the fixture answers the simulator knows --------------------------------------------

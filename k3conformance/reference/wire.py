@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.values import SimulatedTurn
 from k3conformance.reference.words import count_tokens
-from k3conformance.xtml.parsers import Parsed, ParsedCall, WireParser
+from k3conformance.xtml.parsers import Parsed, ParsedCall, WireParser, make_parser
 from k3conformance.xtml.writer import render, token_pieces
 
 # SGLang's name for the reasoning field (vLLM has used both this and `reasoning`).
@@ -38,7 +38,10 @@ class _ConfiguredPerRequest(Protocol):
     def for_request(self, *, thinking: bool) -> WireParser: ...
 
 
-def _request_parser(parser: WireParser, completion: SimulatedTurn) -> WireParser:
+def _request_parser(parser: WireParser, completion: SimulatedTurn, faults: frozenset[str]) -> WireParser:
+    settings = fault_hooks.turn_parser_settings(faults, completion.after_tool_result)
+    if settings is not None:
+        parser = make_parser(parser.name, settings)
     return parser.for_request(thinking=completion.thinking) if isinstance(parser, _ConfiguredPerRequest) else parser
 
 
@@ -82,7 +85,7 @@ def completion_object(
     parser: WireParser,
     parse_tools: bool,
 ) -> dict[str, Any]:
-    parsed = _request_parser(parser, completion).parse(raw_output(completion, faults), tools=parse_tools)
+    parsed = _request_parser(parser, completion, faults).parse(raw_output(completion, faults), tools=parse_tools)
     calls = [_tool_call_object(completion, position, call) for position, call in enumerate(parsed.calls)]
     message = {
         "role": "assistant",
@@ -94,7 +97,7 @@ def completion_object(
         "index": 0,
         "message": fault_hooks.on_message(faults, message),
         "logprobs": None,
-        "finish_reason": completion.finish_reason,
+        "finish_reason": fault_hooks.reported_finish(faults, completion.finish_reason),
     }
     return {
         "id": response_id,
@@ -102,7 +105,7 @@ def completion_object(
         "created": created,
         "model": model,
         "choices": [choice],
-        "usage": usage_object(completion, parsed.reasoning),
+        "usage": fault_hooks.on_usage(faults, usage_object(completion, parsed.reasoning)),
     }
 
 
@@ -117,8 +120,8 @@ def stream_frames(
     parser: WireParser,
     parse_tools: bool,
 ) -> Iterator[str]:
-    steps = _parsed_steps(_request_parser(parser, completion), raw_output(completion, faults), parse_tools)
-    frames = _frames(completion, steps, response_id, created, model, include_usage, reasoning_field(parser))
+    steps = _parsed_steps(_request_parser(parser, completion, faults), raw_output(completion, faults), parse_tools)
+    frames = _frames(completion, steps, response_id, created, model, include_usage, reasoning_field(parser), faults)
     return fault_hooks.on_stream(faults, frames)
 
 
@@ -137,6 +140,7 @@ def _frames(
     model: str,
     include_usage: bool,
     reasoning_name: str,
+    faults: frozenset[str],
 ) -> Iterator[str]:
     # Long outputs make thousands of frames, so everything constant about a frame is
     # encoded once and each frame only encodes its own text.
@@ -169,7 +173,7 @@ def _frames(
         yield content_head + '""' + text_tail  # an empty answer is still an answer
     if completion.finish_reason == "tool_calls" and not calls_sent:
         yield frame('{"tool_calls":[]}')
-    yield frame("{}", completion.finish_reason)
+    yield frame("{}", fault_hooks.reported_finish(faults, completion.finish_reason))
     if include_usage:
         usage = usage_object(completion, "".join(reasoning))
         yield f'data: {envelope[:-1]},"choices":[],"usage":{json.dumps(usage)}}}\n\n'

@@ -11,8 +11,11 @@ both ran in one process.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 from k3conformance.sandbox.boundary import CALL_TIMEOUT_S, boundary_prelude
+from k3conformance.scoring.code_solutions import humaneval_parts
 
 # T's part of a split program: start M, run the solution there, bind each of its top-level
 # names here as a handle, then run the tests here. M's output goes to T's stderr first, so
@@ -51,3 +54,14 @@ def split_program(solution: str, tests: str, *, timeout_s: float = CALL_TIMEOUT_
     across waits at most `timeout_s`."""
     arguments = {"solution": solution, "tests": tests, "timeout": timeout_s}
     return "import json\n" + boundary_prelude() + _SPLIT_RUNNER % json.dumps(arguments)
+
+
+def task_program(task: Mapping[str, Any], code: str) -> str:
+    """The split program that checks `code` against a coding suite's task: HumanEval-style
+    (`test` + `entry_point`, scoring/code_solutions.py) or plain asserts (`tests`). A pool's
+    task may set the limit of each call across the boundary (`timeout_s`: EvalPlus's per-test
+    limit, fixtures/pools/build_humanevalplus.py)."""
+    timeout_s = float(task.get("timeout_s", CALL_TIMEOUT_S))
+    if "test" in task:
+        return split_program(*humaneval_parts(task, code), timeout_s=timeout_s)
+    return split_program(code, str(task["tests"]), timeout_s=timeout_s)

@@ -38,6 +38,11 @@ qualifies as one of the kinds below:
   which are set for thousands of tokens, are reached: SmolLM2-135M broken by weight noise
   loops like this within 48 tokens (docs/real-engine.md). Digits and punctuation alone
   ("0, 0, 0,") stay structure, as above.
+- degenerate: the whole text is one character repeated (`min_degenerate_chars` or more,
+  whitespace between them aside: "!!!!!!!!") or one word repeated (`min_degenerate_words` or
+  more: "foss foss foss"), at any length: a broken kernel writes that from its first token
+  (vLLM issues 42426 and 40357); no answer or reasoning is that and nothing else. Digits alone
+  ("00000000") stay data.
 - counter: the block repeats only once its numbers are masked ("Step 14: let me check
   again. Step 15: let me check again."), at least `min_counter_repeats` times, holds at
   least `min_counter_words` distinct words (or one or two, with `min_few_word_counter_repeats`
@@ -109,7 +114,7 @@ _EXCERPT_CHARS = 200
 _GRAM = 4
 _HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
 
-LoopKind = Literal["short-token", "block", "counter", "unspaced", "short-tail"]
+LoopKind = Literal["short-token", "block", "counter", "unspaced", "short-tail", "degenerate"]
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,11 @@ class RepetitionConfig:
     # healthy text does not end in a dozen copies of one short line or word.
     min_short_tail_repeats: int = 12
     min_short_tail_chars: int = 40
+    # A whole text that is one character ("!!!!!!!!") or one word ("foss foss foss") over and
+    # over, at any length: what a broken kernel writes from its first token (vLLM issues 42426
+    # and 40357); no answer or reasoning is that and nothing else.
+    min_degenerate_chars: int = 8
+    min_degenerate_words: int = 3
     # Evidence only: the longest adjacent repeat is searched up to this length, and both
     # it and seq_rep_4 read the trailing window_chars.
     max_block_chars: int = 2000
@@ -330,7 +340,25 @@ def find_loops(text: str, config: RepetitionConfig = RepetitionConfig()) -> list
     loops += _unspaced_loops(tokens, config)
     if not any(loop.tail for loop in loops):
         loops += _short_tail_loops(text, config)
+    if not loops:
+        loops += _degenerate_loops(text, config)
     return sorted(loops, key=lambda loop: loop.start)
+
+
+_WORD_RUN = re.compile(r"\s*([^\W\d_]+)(?:\s+\1)+\s*")
+
+
+def _degenerate_loops(text: str, config: RepetitionConfig) -> list[Loop]:
+    """The whole text one character or one word repeated (module docstring: degenerate)."""
+    stripped = "".join(text.split())
+    if len(stripped) >= config.min_degenerate_chars and len(set(stripped)) == 1 and not stripped[0].isdigit():
+        return [Loop(kind="degenerate", start=0, end=len(text), block=stripped[0], repeats=len(stripped), tail=True)]
+    whole = _WORD_RUN.fullmatch(text)
+    if whole is not None:
+        copies = len(text.split())
+        if copies >= config.min_degenerate_words:
+            return [Loop(kind="degenerate", start=0, end=len(text), block=whole[1], repeats=copies, tail=True)]
+    return []
 
 
 def _qualify(tokens: _Tokens, period: int, first: int, stop: int, config: RepetitionConfig) -> Loop | None:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from k3conformance.xtml.markup import (
+    CALL_CLOSE,
     MESSAGE_CLOSE,
     RESPONSE_CLOSE,
     RESPONSE_OPEN,
@@ -49,6 +50,7 @@ class Turn(Protocol):
 # `index` is jinja's loop.index), and SGLang's structural tag only allows `[1-9][0-9]*`
 # (kimik3_structural_tag.py): a 0 is a value the model never writes.
 CALL_INDEX_BASE = 1
+_ARGUMENT_CLOSE = "<|close|>argument<|sep|>"
 # A streaming step carries 1 to this many characters: about four words on average, as before.
 _MAX_PIECE_CHARS = 40
 
@@ -56,7 +58,8 @@ _MAX_PIECE_CHARS = 40
 def render(completion: Turn) -> str:
     """The raw text of `completion`: think block, response block, tools block, end of turn.
 
-    A turn cut by max_tokens ends where the budget ran out, without its closing markers.
+    A turn cut by max_tokens ends where the budget ran out, without its closing markers; one
+    cut inside its tools block lists the call it cut last.
     """
     truncated = completion.finish_reason == "length"
     parts: list[str] = []
@@ -71,12 +74,16 @@ def render(completion: Turn) -> str:
             return "".join(parts)
         parts.append(RESPONSE_CLOSE)
     if completion.tool_calls:
-        parts.append(
-            xtml_tools_block(
-                (call.name, index, _arguments(call.arguments))
-                for index, call in enumerate(completion.tool_calls, start=CALL_INDEX_BASE)
-            )
+        block = xtml_tools_block(
+            (call.name, index, _arguments(call.arguments))
+            for index, call in enumerate(completion.tool_calls, start=CALL_INDEX_BASE)
         )
+        if truncated:
+            # The budget ran out inside the last call's arguments: before its last value's close
+            # (its own close, if it has none), so neither the call nor the tools block is closed.
+            cut = block.rindex(_ARGUMENT_CLOSE) if _ARGUMENT_CLOSE in block else block.rindex(CALL_CLOSE)
+            return "".join(parts) + block[:cut]
+        parts.append(block)
     if not truncated:
         parts.append(MESSAGE_CLOSE)
     return "".join(parts)

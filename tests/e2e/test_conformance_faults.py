@@ -9,8 +9,12 @@ for instance). A new failure anywhere else is a regression in a check or a profi
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 import pytest
-from run_files import CONFORMANCE_SUITES, LOAD_SUITE, check_name, copy_suites, outcomes
+from run_files import CONFORMANCE_SUITES, CONTRACT_SUITE, LOAD_SUITE, check_name, copy_suites, outcomes
+
+from k3conformance.checks.contract import LENGTH_ENDINGS, calls_tool, cell_id, design
 
 # profile -> (the check it exists to trip, the layer that check must name)
 TARGETS: dict[str, tuple[str, str]] = {
@@ -74,6 +78,12 @@ TARGETS: dict[str, tuple[str, str]] = {
     "usage-ignores-reasoning": ("reasoning/usage_counts_reasoning[plain]", "api"),
     "validation-500": ("request_validation/invalid_request_rejected[plain]", "api"),
     "xtml-tools-without-tools": ("tool_calls/no_tool_markup_in_content[plain]", "parser"),
+    # The 2026 public bugs the API contract matrix catches (issue 34): they run only its suite.
+    "concurrent-empty-content": ("contract/answer_in_content", "parser"),
+    "reasoning-parser-off-after-tool-result": ("contract/reasoning_where_thinking_says", "parser"),
+    "reasoning-tokens-zero": ("contract/usage_adds_up", "api"),
+    "thinking-off-answer-as-reasoning": ("contract/reasoning_where_thinking_says", "parser"),
+    "unclosed-tools-section-dropped": ("contract/calls_whole", "parser"),
 }
 
 # profile -> every check (suite/check[mode]) that fails on it
@@ -554,6 +564,105 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
         "tool_calls/no_tool_markup_in_content[stream]",
     },
 }
+Cell = Mapping[str, str]
+
+
+def keeps_a_whole_call(cell: Cell) -> bool:
+    """A length-tool-args cell whose budget runs out in the second of two calls, so that the
+    first comes back whole (a named choice calls once: its cut leaves none)."""
+    return cell["ending"] == "length-tool-args" and cell["tools"] != "named"
+
+
+# The API contract matrix (suites/test_contract.py): profile -> clause -> the cells where it fails,
+# as a rule over the cell's settings. The profile fails exactly those (clause, cell) pairs of the
+# design and no other. The first four are the 2026 public bugs that run only the contract suite;
+# the others are earlier profiles shown failing the clauses no new one does.
+CONTRACT_FAILURES: dict[str, dict[str, Callable[[Cell], bool]]] = {
+    # SGLang 23341: streams emptied once 6 are in flight: streamed answers under load only.
+    "concurrent-empty-content": {
+        "answer_in_content": lambda cell: (
+            cell["stream"] == "on"
+            and cell["load"] == "many"
+            and not calls_tool(cell)
+            and cell["ending"] != "length-reasoning"
+        ),
+    },
+    # Dynamo 10533: a turn after a tool result is read without the reasoning parser.
+    "reasoning-parser-off-after-tool-result": {
+        "reasoning_where_thinking_says": lambda cell: (
+            cell["history"] == "after-tool-result" and cell["thinking"] != "off"
+        ),
+        "no_markup_in_fields": lambda cell: cell["history"] == "after-tool-result" and cell["thinking"] != "off",
+        # No reasoning field to size the budget with: it runs out before the first call is whole.
+        "calls_whole": lambda cell: (
+            cell["history"] == "after-tool-result" and cell["thinking"] != "off" and keeps_a_whole_call(cell)
+        ),
+        # The stop word is taken from a content that holds the leaked reasoning; the model's
+        # answer does not have it, so the answer runs on past it.
+        "answer_in_content": lambda cell: (
+            cell["history"] == "after-tool-result" and cell["thinking"] != "off" and cell["ending"] == "stop-sequence"
+        ),
+    },
+    # vLLM 44398 / SGLang 15562: wherever there is reasoning to count.
+    "reasoning-tokens-zero": {"usage_adds_up": lambda cell: cell["thinking"] != "off"},
+    # ik_llama.cpp 1685 / vllm-ascend 9361: thinking off, the answer read as reasoning.
+    "thinking-off-answer-as-reasoning": {
+        "reasoning_where_thinking_says": lambda cell: cell["thinking"] == "off" and not calls_tool(cell),
+        "answer_in_content": lambda cell: cell["thinking"] == "off" and not calls_tool(cell),
+    },
+    # Dynamo PR 8208: where the budget ran out in the second of two calls (named cells call once).
+    "unclosed-tools-section-dropped": {
+        "calls_whole": keeps_a_whole_call,
+    },
+    # MoonshotAI Kimi-K2 26: every turn that calls a tool: tool_calls [], finish tool_calls, markup in content.
+    "empty-tool-calls": {
+        "tool_calls_match_finish": lambda cell: calls_tool(cell) and cell["ending"] != "length-reasoning",
+        "no_markup_in_fields": lambda cell: calls_tool(cell) and cell["ending"] != "length-reasoning",
+        # Where the call's markup left in content is longer than the simulator's token count for
+        # the call can hold (one token a word): without reasoning, or beside low effort's short one.
+        "usage_adds_up": lambda cell: (
+            calls_tool(cell)
+            and (
+                cell["thinking"] == "off"
+                or cell_id(cell).endswith(
+                    "thinking=low,tools=auto,ending=length-tool-args,history=after-reasoning,load=alone"
+                )
+            )
+        ),
+    },
+    "length-reported-as-stop": {
+        "finish_reason_as_ended": lambda cell: cell["ending"] in LENGTH_ENDINGS,
+        # The whole call kept before the cut comes with `stop`.
+        "tool_calls_match_finish": keeps_a_whole_call,
+    },
+    "no-done-marker": {"stream_framed": lambda cell: cell["stream"] == "on"},
+    "unparsed-arguments": {
+        "calls_whole": lambda cell: (calls_tool(cell) and cell["ending"] == "stop") or keeps_a_whole_call(cell)
+    },
+}
+# Profiles that run only the contract suite: their failing checks are the clauses above.
+CONTRACT_ONLY = frozenset(
+    {
+        "concurrent-empty-content",
+        "reasoning-parser-off-after-tool-result",
+        "reasoning-tokens-zero",
+        "thinking-off-answer-as-reasoning",
+    }
+)
+for _profile, _clauses in CONTRACT_FAILURES.items():
+    EXPECTED_FAILURES.setdefault(_profile, set()).update(f"contract/{clause}" for clause in _clauses)
+
+
+def contract_failures(profile: str) -> set[tuple[str, str]]:
+    """(clause, cell) for every cell of the design where `profile` must fail the clause."""
+    return {
+        (clause, cell_id(cell))
+        for clause, where in CONTRACT_FAILURES.get(profile, {}).items()
+        for cell in design()
+        if where(cell)
+    }
+
+
 # Checks besides the target whose layer matters: a leak of the reasoning parser must be
 # blamed on the parser wherever it breaks something, not on the API or the model.
 ALSO_BLAMED: dict[str, dict[str, str]] = {
@@ -575,14 +684,26 @@ EXTRA_ARGUMENTS = {
     "json-output-indented": ["--k3-vendor"],
     # The fault needs 6 streams in flight: the suites at concurrency 1 never have them, the load lane does.
     "concurrent-empty-tool-deltas": ["--k3-concurrency", "1"],
+    # The same for SGLang 23341: only the contract matrix's cells under load put 6 streams in flight.
+    "concurrent-empty-content": ["--k3-concurrency", "1"],
     "tp8": ["--k3-vendor"],
 }
 
 
 @pytest.fixture
 def suites_project(pytester: pytest.Pytester) -> pytest.Pytester:
-    copy_suites(pytester.path, (*CONFORMANCE_SUITES, LOAD_SUITE))
+    copy_suites(pytester.path, (*CONFORMANCE_SUITES, LOAD_SUITE, CONTRACT_SUITE))
     return pytester
+
+
+def suites_of(profile: str) -> tuple[str, ...]:
+    """The suite files a profile's run sends: the contract-only profiles need only the contract
+    suite, the profiles the contract is shown to catch need it besides the others, and the healthy
+    profile runs everything; the rest leave it out, which keeps the matrix's added time small."""
+    if profile in CONTRACT_ONLY:
+        return (CONTRACT_SUITE,)
+    extra = (CONTRACT_SUITE,) if profile in CONTRACT_FAILURES or profile == "tp8" else ()
+    return (*CONFORMANCE_SUITES, LOAD_SUITE, *extra)
 
 
 # Each suite's first items, keeping at least one of every kind each check uses (`--k3-limit`): every
@@ -612,6 +733,7 @@ NEEDS_EVERY_ITEM = frozenset(
 
 def run_suites(project: pytest.Pytester, profile: str) -> list[dict[str, object]]:
     project.runpytest_subprocess(
+        *suites_of(profile),
         *(() if profile in NEEDS_EVERY_ITEM else LIMIT),
         "--k3-endpoint",
         f"reference:{profile}",
@@ -662,3 +784,16 @@ def test_fault_profile_fails_its_checks_and_only_those(suites_project: pytest.Py
         assert {o["layer"] for o in records if o["outcome"] == "failed" and check_name(o) == check} == {blamed}, check
     message = next(str(o["message"]) for o in records if o["outcome"] == "failed" and check_name(o) == target)
     assert message.startswith(f"[layer: {layer}] expected ") and "; got: " in message
+    if profile in CONTRACT_FAILURES:
+        # The contract matrix catches the profile at its cells and nowhere else, naming the cell.
+        cells = {
+            (check_name(o).removeprefix("contract/"), str(o["item"]))
+            for o in records
+            if o["outcome"] == "failed" and o["suite"] == "contract"
+        }
+        assert cells == contract_failures(profile)
+        assert all(
+            f"at cell {o['item']}" in str(o["message"])
+            for o in records
+            if o["outcome"] == "failed" and o["suite"] == "contract"
+        )

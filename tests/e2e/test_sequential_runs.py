@@ -186,3 +186,20 @@ def test_sequential_off_is_a_fixed_size_run(project: pytest.Pytester) -> None:
     assert "sequential gating runs in a single process only: under xdist the run is fixed-size" in result.stdout.str()
     assert gate_file(run_dir)["sequential"] is None
     assert items_sent(run_dir, LONG) == items_sent(run_of(project, "tp8"), LONG)
+
+
+def test_the_first_looks_go_before_the_conformance_suites(pytester: pytest.Pytester) -> None:
+    """In a sequentially gated run every gated suite's first look runs first, then the conformance
+    suites, then the later looks: the evidence that can decide the gate soonest is sent first."""
+    copy_suites(pytester.path, ["test_smoke.py", "test_math.py"])
+    math_only = ("--k3-math-dataset", "fixture:math", "--k3-results-dir", "out", "-p", "no:cacheprovider")
+    stored = pytester.runpytest("--k3-endpoint", "reference:tp8", "--k3-shape", "tp8", "--k3-save-baseline", *math_only)
+    assert stored.ret == 0
+    result = pytester.runpytest(
+        "--k3-endpoint", "reference:tp8", "--k3-shape", "tp8", "--k3-baseline", "tp8", "--k3-seed", "7",
+        "--k3-allow-differences", "seed", "-v", *math_only,
+    )  # fmt: skip
+    suites = [line.split("::")[0] for line in result.stdout.lines if "::" in line and " PASSED" in line]
+    # 41 math items, looks of 8: the first 8 math tests, then the smoke suite, then math again.
+    assert suites[:8] == ["test_math.py"] * 8, suites[:12]
+    assert suites[8].startswith("test_smoke") and suites[-1] == "test_math.py"

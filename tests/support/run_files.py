@@ -28,6 +28,9 @@ CONFORMANCE_SUITES = (
 # The load lane (issue 23): in the fault-profile runs, not in the llama.cpp run (32 streams
 # at once on a one-thread server would take minutes and say nothing about its parser).
 LOAD_SUITE = "test_load.py"
+# The API contract matrix (issue 34): in the healthy run and the runs of the profiles it is shown
+# to catch, not in every fault-profile run (tests/e2e/test_conformance_faults.py).
+CONTRACT_SUITE = "test_contract.py"
 
 
 def copy_suites(destination: Path, suites: Iterable[str] = CONFORMANCE_SUITES) -> None:

@@ -75,6 +75,10 @@ class ParserSettings:
     # and outside the block a think close is text (SGLang PR 32677: `reasoning_default` looked up
     # a template switch K3 has not, so force_reasoning was off for every K3 request).
     forced_reasoning: bool = True
+    # A call is returned once its own block closes; False: only once the whole tools block
+    # closes, so a block that max_tokens left unclosed loses every call in it, the complete
+    # ones before the cut too (Dynamo PR 8208: Moonshot's reference parser, vLLM's and SGLang's).
+    calls_before_tools_close: bool = True
 
 
 class StreamingParse(Protocol):

@@ -122,7 +122,8 @@ class _Scanner:
                 if end != -1:
                     self.pending = self.tools_text[end + len(TOOLS_CLOSE) :]
                     self.tools_text = self.tools_text[:end]
-                calls += self._new_calls()
+                if end != -1 or self.settings.calls_before_tools_close:
+                    calls += self._new_calls()
                 if end == -1:
                     break
                 self.channel = "loose"

@@ -713,6 +713,9 @@ WHERE_FAULT_CANNOT_APPLY: dict[str, list[tuple[dict[str, Any], bool]]] = {
     "empty-content": [(TOOL_TURN, False), (TOOL_TURN, True)],
     "usage-excludes-reasoning": [(THINKING_OFF, False), (THINKING_OFF, True)],
     "usage-ignores-reasoning": [(THINKING_OFF, False), (THINKING_OFF, True)],
+    "reasoning-tokens-zero": [(THINKING_OFF, False), (THINKING_OFF, True)],
+    # A thinking-on answer, and a call with thinking off, start with a marker: nothing to misread.
+    "thinking-off-answer-as-reasoning": [(PLAIN, False), (PLAIN, True), (TOOL_TURN, False), (TOOL_TURN, True)],
     "tokens-after-eos": [(TOOL_TURN, False), (TOOL_TURN, True)],
     "no-done-marker": [(PLAIN, False)],
     "message-close-leak": [(PLAIN, False)],
@@ -1124,3 +1127,86 @@ def the_process_dies_with_too_many_strict_schemas_in_flight(faulty: RunningServe
         assert health.value.code == 503
     finally:
         doomed.stop()
+
+
+# The 2026 public bugs the API contract matrix catches (issue 34)
+
+AFTER_TOOL_RESULT = {
+    "messages": [
+        {"role": "user", "content": PONG},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "functions.get_weather:0",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": "{}"},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "18 degrees"},
+    ],
+    "tools": TOOLS,
+}
+
+
+@shows("reasoning-tokens-zero")
+def reasoning_tokens_are_reported_as_zero(faulty: RunningServer, healthy: RunningServer) -> None:
+    for stream in (False, True):
+        sick, well = answer(faulty, user(CAPITAL), stream), answer(healthy, user(CAPITAL), stream)
+        assert (sick.content, sick.reasoning) == (well.content, well.reasoning)
+        assert (sick.usage or {})["completion_tokens"] == (well.usage or {})["completion_tokens"]
+        assert (well.usage or {})["completion_tokens_details"]["reasoning_tokens"] > 0
+        assert (sick.usage or {})["completion_tokens_details"]["reasoning_tokens"] == 0
+
+
+@shows("thinking-off-answer-as-reasoning")
+def with_thinking_off_the_answer_is_read_as_reasoning(faulty: RunningServer, healthy: RunningServer) -> None:
+    off = user(CAPITAL, chat_template_kwargs={"thinking": False})
+    for stream in (False, True):
+        well = answer(healthy, off, stream)
+        assert (well.content, well.reasoning or "") == ("Paris", "")
+        sick = answer(faulty, off, stream)
+        assert (sick.content or "", sick.reasoning) == ("", "Paris")
+        assert answer(faulty, user(CAPITAL), stream) == answer(healthy, user(CAPITAL), stream)
+
+
+@shows("reasoning-parser-off-after-tool-result")
+def after_a_tool_result_the_think_block_arrives_in_content(faulty: RunningServer, healthy: RunningServer) -> None:
+    for stream in (False, True):
+        well = answer(healthy, AFTER_TOOL_RESULT, stream)
+        sick = answer(faulty, AFTER_TOOL_RESULT, stream)
+        assert well.reasoning and not sick.reasoning
+        assert (sick.content or "").startswith(f"<|open|>think<|sep|>{well.reasoning}<|close|>think<|sep|>")
+        assert answer(faulty, user(CAPITAL), stream) == answer(healthy, user(CAPITAL), stream)
+
+
+@shows("concurrent-empty-content")
+def content_is_emptied_only_with_many_streams_in_flight(faulty: RunningServer, healthy: RunningServer) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    asked = user(CAPITAL)
+    assert answer(faulty, asked, True).content == answer(healthy, asked, True).content == "Paris"
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        streams = list(pool.map(lambda _: chunks(faulty, asked), range(12)))
+    contents = ["".join(d.get("content") or "" for d in deltas(stream)) for stream in streams]
+    # Streams that started with 6 or more in flight lose their answer, and still end on stop.
+    assert "" in contents and "Paris" in contents
+    assert all(stream[-2]["choices"][0]["finish_reason"] == "stop" for stream in streams)
+
+
+@shows("unclosed-tools-section-dropped")
+def calls_before_a_cut_in_the_tools_block_are_dropped(faulty: RunningServer, healthy: RunningServer) -> None:
+    two = user(TWO_CITIES_PROMPT, tools=TOOLS)
+    whole = answer(healthy, two, False)
+    assert len(whole.tool_calls or []) == 2
+    usage = whole.usage or {}
+    # One token short of the whole turn: the budget runs out in the second call's arguments.
+    cut = {**two, "max_tokens": usage["completion_tokens"] - 1}
+    for stream in (False, True):
+        well, sick = answer(healthy, cut, stream), answer(faulty, cut, stream)
+        assert well.finish_reasons == sick.finish_reasons == ["length"]
+        assert call_names(well) == [(whole.tool_calls or [])[0]["function"]["name"]]
+        assert not sick.tool_calls and not (sick.content or "")
+        assert answer(faulty, two, stream) == answer(healthy, two, stream)

@@ -482,3 +482,25 @@ def test_item_score_records_the_kind_of_loop() -> None:
     merged.merge(record)
     merged.merge(record)
     assert merged.loop_kinds == {"short-token": 2, "escaped": 2}
+
+
+# vLLM issues 42426 and 40357: a broken kernel writes one character or one word from its first token.
+@pytest.mark.parametrize(
+    "text",
+    [
+        "!!!!!!!!!!",
+        "!!!!!!!!",
+        "foss foss foss",
+        "foss foss foss foss foss foss",
+        "! ! ! ! ! ! ! !",
+        "嗯嗯嗯嗯嗯嗯嗯嗯",
+    ],
+)
+def test_a_text_of_one_character_or_one_word_is_degenerate_at_any_length(text: str) -> None:
+    report = detect(text)
+    assert report.looping and report.kind == "degenerate" and report.tail_loop
+
+
+@pytest.mark.parametrize("text", ["!!!", "no no", "Yes", "00000000", "Hello world", "foss foss bar", "1 1 1 1"])
+def test_short_or_mixed_texts_and_digits_are_not_degenerate(text: str) -> None:
+    assert not detect(text).looping

@@ -51,8 +51,9 @@ REGRESSIONS: list[dict[str, Any]] = json.loads(
     (CORPUS.with_name("real_smollm2_regressions.json")).read_text(encoding="utf-8")
 )["items"]
 # The rule's loops of a unit with a letter that stay under the short-tail thresholds: under
-# 12 copies ("oposterop", "_FYCDC"), under 40 characters ("Α" 24 times, "F" 34 times after
-# "Fizz"), or a unit that keeps changing to the end ("IIF IIFIF", "LOFLO…LOLO").
+# 12 copies ("oposterop", "_FYCDC"), under 40 characters ("F" 34 times after "Fizz"; "Α" 24
+# times and nothing else is the degenerate rule's), or a unit that keeps changing to the end
+# ("IIF IIFIF", "LOFLO…LOLO").
 MISSED_REGRESSION_LOOPS = {
     "noise 0.1/seed-1238/add-one-digit-018",
     "noise 0.2/seed-1236/multiply-010",
@@ -60,8 +61,6 @@ MISSED_REGRESSION_LOOPS = {
     "noise 0.2/seed-1237/larger-033",
     "noise 0.2/seed-1239/add-one-digit-009",
     "noise 0.2/seed-1239/add-one-digit-032",
-    "noise 0.2/seed-1239/smallest-of-three-001",
-    "noise 0.2/seed-1239/smallest-of-three-019",
 }
 _RULE_TAIL = re.compile(r"(.{1,12}?)\1{5,}$", re.DOTALL)
 
@@ -69,12 +68,13 @@ _RULE_TAIL = re.compile(r"(.{1,12}?)\1{5,}$", re.DOTALL)
 def test_the_loops_of_broken_weights_with_a_word_in_them_are_found() -> None:
     """Weight noise 0.1 and 0.2 make SmolLM2 loop within its 48-token budget, most often
     without a space ("opopop", "Fancy 3Fancy 3"); before the short-tail rule the detector
-    found 17 of the 85 outputs the matrix's rule labels loops, now 53. Every one whose
-    repeated unit holds a letter is found but the eight named; the rest are digits and
+    found 17 of the 85 outputs the matrix's rule labels loops, then 53, and 55 with the degenerate
+    rule (two outputs that are one letter, "ΑΑΑ…", and nothing else). Every one whose repeated
+    unit holds a letter is found but the six named; the rest are digits and
     punctuation alone ("! 4! 4", "111…"), which the detector leaves to its structure rules."""
     loops = [item for item in REGRESSIONS if item["label"] == "loop"]
     flagged = {item["id"] for item in loops if detect(item["text"]).looping}
-    assert len(loops) == 85 and len(flagged) == 53
+    assert len(loops) == 85 and len(flagged) == 55
     worded = {
         item["id"]
         for item in loops

@@ -220,7 +220,9 @@ def test_a_budget_cuts_the_maxima_and_says_what_it_still_reaches(
         records.writelines(json.dumps({**response, "item": f"item-{i}"}) + "\n" for i in range(300))
     assert cli_main(["plan", "tp8", "--results-dir", str(tmp_path)]) == 0
     whole = capsys.readouterr().out
-    assert "maximum 300 items (capped: 1109 planned for 80% power), about 300 requests and 150,000 output tokens" in whole
+    assert (
+        "maximum 300 items (capped: 1109 planned for 80% power), about 300 requests and 150,000 output tokens" in whole
+    )
     assert cli_main(["plan", "tp8", "--results-dir", str(tmp_path), "--budget", "requests=150"]) == 0
     out = capsys.readouterr().out
     assert "maximum 150 items (capped: 1109 planned for 80% power) (cut by the budget)" in out
