@@ -69,7 +69,7 @@ def test_every_suite_file_is_known() -> None:
 ACCURACY_SUITES = {
     "test_math.py": "k3conformance/scoring/math_answers.py",
     "test_coding.py": "k3conformance/scoring/code_solutions.py",
-    "test_long_context.py": "k3conformance/datasets/long_prompts.py",
+    "test_long_context.py": "k3conformance/datasets/long_tasks.py",
     "test_agentic_coding.py": "k3conformance/agent/loop.py",
 }
 

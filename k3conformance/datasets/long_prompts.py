@@ -1,5 +1,7 @@
 """Long prompts made deterministically from a seed, so a baseline and a candidate see the
-same text: filler prose, and key-value needles hidden in it for retrieval probes."""
+same text: filler prose (the state-consistency prompts, the generated long-context tasks of
+long_tasks.py), and the single key-value needle format that the reasoning suite's recall
+check asks with and the simulator answers (`needle_answer`)."""
 
 from __future__ import annotations
 
@@ -44,7 +46,6 @@ _WORDS = [
 # English prose runs at about 1.3 tokens per word for K3-class tokenizers.
 TOKENS_PER_WORD = 1.3
 _NEEDLE = "The value of the key '{key}' is '{value}'."
-_QUESTION = "What is the value of the key '{key}'? Answer with the value only."
 _ASKED = re.compile(r"What is the value of the key '([^']+)'\?")
 
 
@@ -58,27 +59,26 @@ def filler_sentences(rng: random.Random, words: int) -> list[str]:
     return sentences
 
 
+def quick_filler(rng: random.Random, words: int) -> list[str]:
+    """Filler sentences like `filler_sentences`, drawn in one batch: the generated long-context
+    tasks hold millions of filler words a run, where a draw a word costs seconds of collection.
+    (`filler_sentences` keeps its draws: the state-consistency prompts stay the same text.)"""
+    drawn = rng.choices(_WORDS, k=max(0, words))
+    sentences: list[str] = []
+    start = 0
+    while start < len(drawn):
+        length = rng.randint(8, 16)
+        sentences.append(" ".join(drawn[start : start + length]).capitalize() + ".")
+        start += length
+    return sentences
+
+
 def long_document(*, words: int, seed: str, needle: str, copy_label: str) -> str:
     """About `words` words of filler with `needle` in the middle. The first line differs
     between copies so that two copies share no prompt prefix."""
     sentences = filler_sentences(random.Random(seed), words)
     sentences.insert(len(sentences) // 2, needle)
     return f"Archive record, {copy_label}.\n\n" + " ".join(sentences)
-
-
-def needle_haystack(*, tokens: int, seed: str, needles: int) -> tuple[str, dict[str, str]]:
-    """Filler of about `tokens` tokens with `needles` key-value pairs spread through it."""
-    rng = random.Random(seed)
-    pairs = {f"{rng.choice(_WORDS)}-{rng.randint(100, 999)}": f"{rng.randint(0, 16**6):06x}" for _ in range(needles)}
-    sentences = filler_sentences(rng, int(tokens / TOKENS_PER_WORD))
-    for index, (key, value) in enumerate(pairs.items()):
-        position = (index + 1) * len(sentences) // (len(pairs) + 1)
-        sentences.insert(position, _NEEDLE.format(key=key, value=value))
-    return " ".join(sentences), pairs
-
-
-def retrieval_question(key: str) -> str:
-    return _QUESTION.format(key=key)
 
 
 def needle_answer(text: str) -> str | None:

@@ -798,12 +798,15 @@ def looping_reasoning(rng: random.Random, healthy: str, limit: int) -> str:
 # past that position is gibberish. So nothing is garbled below the first bound, a share of
 # the outputs that grows with context between them, and everything past the second. The
 # bounds are a choice on the simulator's scale (one token per word; its 8K, 32K and 128K
-# retrieval prompts hold about 6,200, 24,700 and 98,500): above every conformance prompt
+# long-context prompts hold about 6,100, 24,600 and 98,400): above every conformance prompt
 # and every agent turn with its output (at most about 8,500), below the 32K prompts.
 DRIFT_CONTEXT_TOKENS = (10_000, 65_536)
 # Pieces of subwords and scripts that a drifting decoder strings together. Every piece
-# holds a letter that is not a hex digit (the retrieval answers are six hex digits) and
-# none holds `<` or `|`, so gibberish is never mistaken for an answer or for K3's markup.
+# holds a letter that is not a hex digit (the recall answers are six hex digits); none a
+# digit or an ASCII capital, and no two or three of them make a word of three
+# consonant-vowel syllables (the long-context answers: numbers, `VAR` names, generated
+# words; tests/unit/reference/test_long_tasks_simulated.py); and none `<` or `|`, so
+# gibberish is never mistaken for an answer or for K3's markup.
 _GIBBERISH_PIECES = (
     "ization", "ongo", "ström", "мож", "的", "ży", "quux", "tru", "ņa", "ξι", "ilk", "ørn", "ząt", "ного",
     "ht", "wyn", "yk", "ʻo", "ру", "vx", "ünst", "pr", "ос", "zh", "ily", "々", "ког", "ow", "))", "];",

@@ -18,6 +18,7 @@ from k3conformance.reference import faults as fault_hooks
 from k3conformance.reference.answer_key import AnswerKey
 from k3conformance.reference.difficulty import solve_chance
 from k3conformance.reference.faults import PrefixCache
+from k3conformance.reference.long_reader import read_long_task
 from k3conformance.reference.prompt import (
     TOKENS_PER_MESSAGE,
     message_text,
@@ -86,8 +87,16 @@ class Simulator:
         # A retrieval question is answered from what the template rendered: the prompt, and
         # the earlier turns' reasoning where it is kept.
         retrieved = needle_answer(rendered_prompt(request)) if item is None and question else None
+        long_task = read_long_task(question) if item is None and question else None
         if recalled is not None and item is None:
             reply = recalled
+        elif long_task is not None:
+            # A generated long-context task (datasets/long_tasks.py): the reader computes the
+            # answer from the prompt, and the item's own difficulty decides whether this
+            # sample finds it, as for any graded item; a miss names a distractor instead.
+            key = long_task.key
+            right = _unit_draw(key, request.seed) < self.solve_chance(key, self.profile.accuracy)
+            reply = long_task.reply(right and not corrupted)
         elif retrieved is not None:
             # A long-context retrieval probe: the needle is in the prompt, so the answer is too.
             # Finding a needle in a long prompt is the long-context skill the profile's
