@@ -15,9 +15,6 @@ the tests the bug breaks (`fail_to_pass`) and the file of the first of them
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -26,6 +23,8 @@ from typing import Any
 
 from k3conformance.agent.tasks import AgentTask, TaskSet
 from k3conformance.datasets.bundled import fixtures_dir
+from k3conformance.datasets.pools import PoolUnavailable
+from k3conformance.datasets.pools import read_pool as read_pool_folder
 
 POOL_NAME = "swe_mutants"
 # A file of the project longer than this makes its bug harder to find: more to read.
@@ -51,21 +50,12 @@ def pool_dir(name: str = POOL_NAME) -> Path:
 
 
 def read_pool(directory: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The manifest and the items, the data file's hash checked against the manifest."""
-    manifest_path = directory / "manifest.json"
-    if not manifest_path.is_file():
-        raise FileNotFoundError(f"pool not found: {manifest_path}")
-    manifest: dict[str, Any] = json.loads(manifest_path.read_text(encoding="utf-8"))
-    data = (directory / str(manifest["data"])).read_bytes()
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != manifest["sha256"]:
-        raise PoolError(
-            f"pool {manifest.get('name')}: {manifest['data']} has sha256 {digest}, the manifest says {manifest['sha256']}"
-        )
-    items = [json.loads(line) for line in gzip.decompress(data).decode("utf-8").splitlines() if line.strip()]
-    if len(items) != manifest["items"]:
-        raise PoolError(f"pool {manifest.get('name')}: {len(items)} items, the manifest says {manifest['items']}")
-    return manifest, items
+    """The manifest and the items, the data file's hash checked against the manifest (datasets/pools.py)."""
+    try:
+        pool = read_pool_folder(directory, POOL_NAME)
+    except PoolUnavailable as error:
+        raise PoolError(str(error)) from None
+    return pool.manifest, list(pool.items)
 
 
 @cache

@@ -26,7 +26,7 @@ from typing import Any
 
 from k3conformance.datasets.bundled import fixtures_dir
 
-__all__ = ["MANIFEST", "POOL_FORMAT", "Pool", "PoolUnavailable", "load_pool", "pool_names", "pools_dir"]
+__all__ = ["MANIFEST", "POOL_FORMAT", "Pool", "PoolUnavailable", "load_pool", "pool_names", "pools_dir", "read_pool"]
 
 POOL_FORMAT = 1
 MANIFEST = "manifest.json"
@@ -47,6 +47,8 @@ class Pool:
     license: str
     sources: tuple[dict[str, Any], ...]
     items: tuple[dict[str, Any], ...]
+    # The manifest as written (pools of some suites keep more than the common fields in it).
+    manifest: dict[str, Any]
 
     def provenance(self) -> dict[str, Any]:
         """What a run records of the pool: enough to say where every item came from."""
@@ -69,7 +71,13 @@ def pool_names() -> list[str]:
 
 @cache
 def load_pool(name: str) -> Pool:
-    folder = pools_dir() / name
+    """The bundled pool `name` (fixtures/pools/NAME/), checked; loaded once per process."""
+    return read_pool(pools_dir() / name, name)
+
+
+def read_pool(folder: Path, name: str | None = None) -> Pool:
+    """The pool in `folder`, its data checked against its manifest; `name`: what it must be called."""
+    name = name or folder.name
     try:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except OSError as error:
@@ -88,8 +96,8 @@ def load_pool(name: str) -> Pool:
     digest = hashlib.sha256(raw).hexdigest()
     if digest != manifest["sha256"]:
         raise PoolUnavailable(
-            f"pool {name!r}: {data_path.name} hashes to {digest[:12]}…, its manifest says {str(manifest['sha256'])[:12]}…: "
-            f"the data is not what was built; rebuild it with {manifest['builder']}"
+            f"pool {name!r}: {data_path.name} has sha256 {digest[:12]}…, its manifest says "
+            f"{str(manifest['sha256'])[:12]}…: the data is not what was built; rebuild it with {manifest['builder']}"
         )
     try:
         items = tuple(json.loads(line) for line in gzip.decompress(raw).decode("utf-8").splitlines() if line.strip())
@@ -107,6 +115,7 @@ def load_pool(name: str) -> Pool:
         license=str(manifest["license"]),
         sources=tuple(manifest["sources"]),
         items=items,
+        manifest=manifest,
     )
 
 

@@ -51,7 +51,7 @@ def test_a_pool_whose_data_was_changed_is_refused(copied_pools: Path) -> None:
     data = copied_pools / "math_hard" / "items.jsonl.gz"
     raw = data.read_bytes()
     data.write_bytes(raw[:100] + bytes([raw[100] ^ 1]) + raw[101:])
-    with pytest.raises(PoolUnavailable, match=r"hashes to .* its manifest says .* rebuild it with"):
+    with pytest.raises(PoolUnavailable, match=r"has sha256 .* its manifest says .* rebuild it with"):
         load_pool("math_hard")
     with pytest.raises(DatasetUnavailable, match=r"dataset pool:math_hard is unavailable.*--k3-math-dataset"):
         load_dataset_items(parse_dataset_spec("pool:math_hard"))
