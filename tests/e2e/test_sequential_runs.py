@@ -151,7 +151,9 @@ def test_stop_on_fail_off_judges_every_suite(project: pytest.Pytester) -> None:
     paths = gate_file(run_dir)["sequential"]
     assert paths[LONG]["stop"]["verdict"] == "FAIL"
     assert "left_unjudged" not in paths["math"] and paths["math"]["stop"] is not None
-    assert not [record for record in iter_records(run_dir, "cancelled") if record["suite"] == "math"]
+    # Math may stop at its own decision; nothing of it is cancelled for another suite's FAIL.
+    reasons = {record["reason"] for record in iter_records(run_dir, "cancelled") if record["suite"] == "math"}
+    assert all(reason.startswith("sequential gate: math stopped with") for reason in reasons), reasons
 
 
 def test_an_unchanged_deployment_runs_to_a_pass_or_the_maximum_and_deepep_does_not_fail(

@@ -91,26 +91,16 @@ def write_records(directory: Path, source: dict[str, Any]) -> dict[str, dict[str
     return {RECORDS_FILE: {"head": head, "records": len(lines)}}
 
 
-def rewrite_records(directory: Path, records: list[dict[str, Any]]) -> None:
-    """The run folder's records replaced by `records`, chained as its writer would have (a resumed
-    run's sessions each appending), its summary sealing the new head."""
+def rewrite_records(directory: Path, records: list[dict[str, Any]], file_name: str = RECORDS_FILE) -> None:
+    """The run folder's records file `file_name` replaced by `records`, chained as its writer would
+    have (a resumed run's sessions each appending), its summary sealing the new head."""
     identity = json.loads((directory / IDENTITY_FILE).read_text())
     plain = [{key: value for key, value in record.items() if key not in ("run_id", "chain")} for record in records]
-    start = anchor(identity_digest(identity), RECORDS_FILE)
+    start = anchor(identity_digest(identity), file_name)
     lines = list(chained_lines(plain, str(identity["run_id"]), start))
-    (directory / RECORDS_FILE).write_text("".join(lines))
+    (directory / file_name).write_text("".join(lines))
     summary = json.loads((directory / "summary.json").read_text())
-    summary["records_chain"] = {RECORDS_FILE: {"head": json.loads(lines[-1])["chain"], "records": len(lines)}}
+    heads = summary.get("records_chain") or {}
+    heads[file_name] = {"head": json.loads(lines[-1])["chain"], "records": len(lines)}
+    summary["records_chain"] = heads
     (directory / "summary.json").write_text(json.dumps(summary))
-
-
-def write_run(directory: Path, summary: dict[str, Any], records_from: dict[str, Any] | None = None) -> str:
-    """The run folder `directory`: `summary` as its summary.json (sealing its records' heads unless
-    it says otherwise), and the outcome records of `records_from` (the summary itself unless given)
-    as its records, with its sealed identity; returns the folder."""
-    directory.mkdir(parents=True, exist_ok=True)
-    heads = write_records(directory, records_from or summary)
-    written = {key: value for key, value in summary.items() if key != EXCHANGES_OF}
-    written.setdefault("records_chain", heads)
-    (directory / "summary.json").write_text(json.dumps(written))
-    return str(directory)

@@ -159,7 +159,8 @@ def test_a_resume_against_the_same_llamacpp_server_relaunched_is_the_same_run() 
     first = llamacpp_run()
     sealed = identity_of(first)
     relaunched = llamacpp_run()
-    relaunched["shape"] = first["shape"]
+    # A resume is the same run: its id and shape are the first session's (the id is sealed too).
+    relaunched["shape"], relaunched["run_id"] = first["shape"], first["run_id"]
     assert identity_differences(sealed, identity_of(relaunched)) == []
     relaunched["server_info"]["props"]["total_slots"] = 4
     assert identity_differences(sealed, identity_of(relaunched)) == ["deployment.props.total_slots: 2 → 4"]

@@ -5,16 +5,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from run_files import copy_suites
-from stored_runs import write_run
+from stored_runs import RECORDS_FILE, rewrite_records, write_run
 
 from k3conformance.cli import main as cli_main
 from k3conformance.runs.records import STATUS_COMPLETE
 
 
-def store(results: Path, run_id: str, coding: dict[str, tuple[int, float]], status: str = STATUS_COMPLETE) -> Path:
+def store(
+    results: Path,
+    run_id: str,
+    coding: dict[str, tuple[int, float]],
+    status: str = STATUS_COMPLETE,
+    recorded: dict[str, Any] | None = None,
+) -> Path:
     run_dir = results / "tp8" / run_id
     run_dir.mkdir(parents=True)
     scores = {
@@ -27,6 +34,7 @@ def store(results: Path, run_id: str, coding: dict[str, tuple[int, float]], stat
         "status": status,
         "baseline": True,
         "suites": {"coding": {"scores": scores}},
+        **(recorded or {}),
     }
     write_run(run_dir, summary)
     return run_dir
@@ -44,7 +52,8 @@ def test_plan_assumes_a_discordance_and_says_so(tmp_path: Path, capsys: pytest.C
     assert "sequential plan against the baseline tp8/20260101T000000Z-aaaaaa (α 0.05, 5 looks)" in out
     assert "coding: 300 items in the baseline at 66.7%" in out
     assert "ASSUMED: 15% of items discordant" in out
-    assert "maximum 300 items (capped: 1109 planned for 80% power); looks at 60, 120, 180, 240, 300" in out
+    assert "maximum 300 items (capped: 1109 planned for 80% power), about 300 requests" in out
+    assert "; looks at 60, 120, 180, 240, 300" in out
     assert "minimum detectable drop at 300 items" in out
     # Capped by its items, with one sample per item: what samples would buy is not known, and says why.
     assert "more samples per item: gain unknown (one sample per item: the within-item spread is unmeasured" in out
@@ -115,7 +124,13 @@ def test_plan_refuses_what_it_cannot_plan(tmp_path: Path, capsys: pytest.Capture
 
 def test_a_gated_run_prints_the_plan_in_its_header(pytester: pytest.Pytester) -> None:
     copy_suites(pytester.path, ["test_math.py"])
-    store(pytester.path / "out", "20260101T000000Z-aaaaaa", single_samples(120))
+    # A gated run is refused before sending when the baseline recorded other settings (or none):
+    # the hand-written baseline records those a run of this plugin records.
+    pytester.runpytest("test_math.py", "--k3-results-dir", "probe", "-k", "no_test_has_this_name")
+    (probe,) = (pytester.path / "probe").glob("*/*/summary.json")
+    run = json.loads(probe.read_text())
+    recorded = {key: run[key] for key in ("settings", "model", "plugin_version")}
+    store(pytester.path / "out", "20260101T000000Z-aaaaaa", single_samples(120), recorded=recorded)
     result = pytester.runpytest(
         "test_math.py",
         "--k3-baseline",
@@ -133,7 +148,8 @@ def test_a_gated_run_prints_the_plan_in_its_header(pytester: pytest.Pytester) ->
     )
     output = result.stdout.str()
     assert "k3conformance: sequential plan against the baseline tp8/20260101T000000Z-aaaaaa (α 0.05, 3 looks)" in output
-    assert "k3conformance:   maximum 90 items (capped: 1093 planned for 80% power); looks at 30, 60, 90" in output
+    assert "k3conformance:   maximum 90 items (capped: 1093 planned for 80% power), about 90 requests" in output
+    assert "; looks at 30, 60, 90" in output
 
 
 def test_items_that_never_vary_leave_nothing_for_more_samples(
@@ -215,9 +231,11 @@ def test_a_budget_cuts_the_maxima_and_says_what_it_still_reaches(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run_dir = store(tmp_path, "20260101T000000Z-aaaaaa", single_samples(300))
-    response = {"kind": "response", "suite": "coding", "item": "x", "response": {"usage": {"completion_tokens": 500}}}
-    with (run_dir / "records-main.jsonl").open("a") as records:
-        records.writelines(json.dumps({**response, "item": f"item-{i}"}) + "\n" for i in range(300))
+    records = [json.loads(line) for line in (run_dir / RECORDS_FILE).read_text().splitlines()]
+    for record in records:
+        if record["kind"] == "response":
+            record["response"] = {"usage": {"completion_tokens": 500}}
+    rewrite_records(run_dir, records)
     assert cli_main(["plan", "tp8", "--results-dir", str(tmp_path)]) == 0
     whole = capsys.readouterr().out
     assert (
