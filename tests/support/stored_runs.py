@@ -104,3 +104,15 @@ def rewrite_records(directory: Path, records: list[dict[str, Any]], file_name: s
     heads[file_name] = {"head": json.loads(lines[-1])["chain"], "records": len(lines)}
     summary["records_chain"] = heads
     (directory / "summary.json").write_text(json.dumps(summary))
+
+
+def write_run(directory: Path, summary: dict[str, Any], records_from: dict[str, Any] | None = None) -> str:
+    """The run folder `directory`: `summary` as its summary.json (sealing its records' heads unless
+    it says otherwise), and the outcome records of `records_from` (the summary itself unless given)
+    as its records, with its sealed identity; returns the folder."""
+    directory.mkdir(parents=True, exist_ok=True)
+    heads = write_records(directory, records_from or summary)
+    written = {key: value for key, value in summary.items() if key != EXCHANGES_OF}
+    written.setdefault("records_chain", heads)
+    (directory / "summary.json").write_text(json.dumps(written))
+    return str(directory)
