@@ -127,8 +127,10 @@ class SuitePlan:
     pass_power_target: float = POWER
     # P(PASS) at a true loss of exactly the margin: at most α by construction, printed so a reader sees it.
     pass_at_margin: float = 0.0
-    # Whether any outcome can PASS at the maximum: a candidate equal to the baseline on every item.
+    # Whether a candidate equal to the baseline on every item can PASS at the maximum.
     pass_reachable: bool = True
+    # Whether any candidate can: one right on every sample of every item (False only where even it cannot).
+    pass_possible: bool = True
     reach_note: str = ""
     # What one sample of one item cost the baseline, from its records (None: not measured).
     requests_per_sample: float | None = None
@@ -290,7 +292,7 @@ def plan_suite(
     outlook = samples_outlook(chosen, baseline, spread, sample_rounds)
     capped = chosen.max_items == available < planned
     rounds = _rounds_of(chosen, outlook, first_samples, sample_rounds) if capped else None
-    reachable, reach_note = _reach(chosen, baseline, alpha)
+    reachable, possible, reach_note = _reach(chosen, baseline, alpha)
     return SuitePlan(
         suite=suite,
         items_available=available,
@@ -313,6 +315,7 @@ def plan_suite(
         pass_power_target=pass_power,
         pass_at_margin=_outcome(chosen, spread.sd, -margin)[2],
         pass_reachable=reachable,
+        pass_possible=possible,
         reach_note=reach_note,
         requests_per_sample=None if spend is None else spend[0],
         tokens_per_sample=None if spend is None else spend[1],
@@ -321,29 +324,47 @@ def plan_suite(
     )
 
 
-def _reach(chosen: SequentialDesign, baseline: Mapping[str, ItemTotals], alpha: float) -> tuple[bool, str]:
-    """Whether a PASS is possible at all on the maximum's items: the best a candidate can do is to
-    equal the baseline on every item; if that cannot clear the last look's PASS bound, nor the
-    fixed-size comparison that decides a suite reaching its maximum, no outcome can."""
+def _reach(chosen: SequentialDesign, baseline: Mapping[str, ItemTotals], alpha: float) -> tuple[bool, bool, str]:
+    """Whether a PASS is in reach on the maximum's items: (a candidate equal to the baseline on every
+    item can PASS, any candidate can, the note saying why not). Equal to the baseline is what an
+    unchanged deployment scores on average; where that cannot clear the last look's PASS bound, nor
+    the fixed-size comparison that decides a suite reaching its maximum, an unchanged deployment
+    PASSes only by scoring above the baseline by chance, and where even a candidate right on every
+    sample cannot (a baseline at 100%), no outcome can."""
     ordered = [baseline[item] for item in sorted(baseline) if baseline[item].samples][: chosen.max_items]
     if len(ordered) < chosen.max_items:
         return (
             False,
+            False,
             f"PASS unreachable: the baseline scored {len(ordered)} of the {chosen.max_items} items the design needs",
         )
-    best = evaluate_look(chosen, len(chosen.sizes) - 1, ordered, ordered)
-    if best.verdict == PASS:
-        return True, ""
-    same = {str(index): totals for index, totals in enumerate(ordered)}
-    fixed = compare_scores(same, same, margin=chosen.margin, alpha=alpha)
-    if fixed is not None and fixed.verdict == PASS:
-        return True, ""
+    equal = evaluate_look(chosen, len(chosen.sizes) - 1, ordered, ordered)
+    if _passes(chosen, ordered, ordered, alpha):
+        return True, True, ""
+    perfect = [ItemTotals(samples=totals.samples, correct=float(totals.samples)) for totals in ordered]
+    possible = _passes(chosen, ordered, perfect, alpha)
     needed = _items_to_reach(chosen.margin, alpha) if all(t.binary for t in ordered) else None
     more = f"; one sample per item needs at least {needed} items to make a PASS possible" if needed else ""
-    return False, (
-        f"PASS unreachable at {chosen.max_items} items: a candidate equal to the baseline on every item scores "
-        f"{best.statistic:.2f} against the PASS bound {best.pass_bound:.2f}{more}"
+    return (
+        False,
+        possible,
+        (
+            f"PASS unreachable at {chosen.max_items} items for a candidate equal to the baseline on every item: it "
+            f"scores {equal.statistic:.2f} against the PASS bound {equal.pass_bound:.2f}{more}"
+        ),
     )
+
+
+def _passes(
+    chosen: SequentialDesign, baseline: Sequence[ItemTotals], candidate: Sequence[ItemTotals], alpha: float
+) -> bool:
+    """Whether `candidate` PASSes at the last look or by the fixed-size comparison at the maximum."""
+    if evaluate_look(chosen, len(chosen.sizes) - 1, baseline, candidate).verdict == PASS:
+        return True
+    base = {str(index): totals for index, totals in enumerate(baseline)}
+    cand = {str(index): totals for index, totals in enumerate(candidate)}
+    fixed = compare_scores(base, cand, margin=chosen.margin, alpha=alpha)
+    return fixed is not None and fixed.verdict == PASS
 
 
 def _items_to_reach(margin: float, alpha: float) -> int | None:
@@ -447,7 +468,13 @@ def plan_lines(plan: SuitePlan) -> list[str]:
         f"(a fixed-size run needs {plan.fixed_items_no_change} items for 80% PASS at no change)",
     ]
     if not plan.pass_reachable:
-        lines.append(f"  {plan.reach_note}: this suite can only FAIL or be INCONCLUSIVE")
+        if plan.pass_possible:
+            lines.append(
+                f"  {plan.reach_note}: an unchanged deployment PASSes this suite only where it scores above the "
+                "baseline by chance"
+            )
+        else:
+            lines.append(f"  {plan.reach_note}: this suite can only FAIL or be INCONCLUSIVE")
     elif plan.pass_no_change < plan.pass_power_target:
         if plan.samples_outlook is None:
             lines.append(
@@ -647,7 +674,8 @@ def report_lines(
 def run_lines(plans: Sequence[SuitePlan], budget: Budget | None = None) -> list[str]:
     """What the whole run can reach: every gated suite must PASS for exit 0."""
     exit_zero = math.prod(plan.pass_no_change for plan in plans)
-    unreachable = [plan.suite for plan in plans if not plan.pass_reachable]
+    unreachable = [plan.suite for plan in plans if not plan.pass_possible]
+    by_chance = [plan.suite for plan in plans if plan.pass_possible and not plan.pass_reachable]
     lines = [
         f"the run: a deployment equal to the baseline exits 0 with about {exit_zero:.0%} (every one of "
         f"{len(plans)} gated suites must PASS; each is sized for {suite_pass_power(len(plans)):.0%}, "
@@ -655,6 +683,11 @@ def run_lines(plans: Sequence[SuitePlan], budget: Budget | None = None) -> list[
     ]
     if unreachable:
         lines.append(f"  PASS cannot be reached on {', '.join(unreachable)}: this run can exit 0 only once they can")
+    if by_chance:
+        lines.append(
+            f"  a deployment equal to the baseline cannot PASS {', '.join(by_chance)}: an unchanged one exits 0 only "
+            "where it scores above the baseline there by chance"
+        )
     requests = [plan.expected_requests(plan.design.max_items) for plan in plans]
     tokens = [plan.expected_tokens(plan.design.max_items) for plan in plans]
     if None not in requests and None not in tokens:

@@ -201,6 +201,24 @@ def test_a_suite_that_no_outcome_can_pass_says_so_before_the_run(
     assert enough["pass_reachable"] is True
 
 
+def test_a_suite_an_equal_candidate_cannot_pass_still_passes_one_that_scores_above_the_baseline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """72 single-sample items at 64% (the main job's agentic pool): a candidate equal to the baseline
+    cannot clear the PASS bound, but one that happens to solve more can (seed 3 of the A/A
+    benchmark PASSed at +9.7 points), so the plan must not say the suite can only FAIL."""
+    store(tmp_path, "20260101T000000Z-aaaaaa", {f"item-{i}": (1, float(i % 25 < 16)) for i in range(72)})
+    assert cli_main(["plan", "tp8", "--results-dir", str(tmp_path), "--format", "json"]) == 0
+    (plan,) = json.loads(capsys.readouterr().out)["suites"]
+    assert plan["pass_reachable"] is False and plan["pass_possible"] is True
+    assert cli_main(["plan", "tp8", "--results-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "PASS unreachable at 72 items for a candidate equal to the baseline" in out
+    assert "PASSes this suite only where it scores above the baseline by chance" in out
+    assert "can only FAIL or be INCONCLUSIVE" not in out and "PASS cannot be reached" not in out
+    assert "a deployment equal to the baseline cannot PASS coding" in out
+
+
 def test_each_gated_suite_is_sized_for_its_share_of_the_runs_pass_power() -> None:
     from k3conformance.gate.sequential.plan import plan_suite, spread_from, suite_pass_power
     from k3conformance.stats.paired import ItemTotals

@@ -1,0 +1,87 @@
+"""Does an unchanged deployment PASS the default run? Ten A/A seeds on the reference deployment
+(a simulator), gated in the strict default against a stored tp8 baseline.
+
+    python benchmarks/bench_aa_default.py [--seeds 10] [-- PYTEST ARGS]
+
+Stores a `tp8` baseline in a temporary folder (as the README's demo does), then runs the same
+profile once per seed with `--k3-seed N --k3-allow-differences seed --k3-baseline tp8`: the
+candidate is the baseline's deployment with only its sampling seed changed, which issue 31 asks
+to exit 0 in at least 8 of 10 seeds and to FAIL in none. Per seed it prints the exit status, the
+gate's verdict and each suite's verdict from the run's gate.json; nothing is timed. Extra
+arguments after `--` go to every pytest run (for example `--k3-samples 8`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CANDIDATE = "reference-tp8"
+
+
+def pytest_run(results: Path, *arguments: str) -> int:
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--k3-results-dir={results}"]
+    done = subprocess.run([*command, *arguments], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    # Exit status 1 is a verdict other than PASS; anything else is a broken run, not a verdict.
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"pytest {' '.join(arguments)} exited {done.returncode}:\n{done.stdout[-3000:]}")
+    return done.returncode
+
+
+def new_run(results: Path, shape: str, known: set[Path]) -> Path:
+    (run_dir,) = (path for path in (results / shape).iterdir() if path.is_dir() and path not in known)
+    return run_dir
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=1)
+    parser.add_argument("pytest_args", nargs="*")
+    arguments = parser.parse_args()
+    extra = arguments.pytest_args
+    with tempfile.TemporaryDirectory(prefix="k3-aa-") as folder:
+        results = Path(folder)
+        pytest_run(results, "--k3-endpoint", "reference:tp8", "--k3-shape", "tp8", "--k3-save-baseline", *extra)
+        known = {new_run(results, "tp8", set())}
+        exits: Counter[int] = Counter()
+        verdicts: Counter[str] = Counter()
+        suite_tally: dict[str, Counter[str]] = {}
+        print("| seed | exit | verdict | suites |")
+        print("|---|---|---|---|")
+        for seed in range(arguments.first_seed, arguments.first_seed + arguments.seeds):
+            status = pytest_run(
+                results,
+                "--k3-endpoint",
+                "reference:tp8",
+                "--k3-seed",
+                str(seed),
+                "--k3-allow-differences",
+                "seed",
+                "--k3-baseline",
+                "tp8",
+                *extra,
+            )
+            run_dir = new_run(results, CANDIDATE, known)
+            known.add(run_dir)
+            gate = json.loads((run_dir / "gate.json").read_text())
+            suites = {name: entry["verdict"] for name, entry in sorted(gate["suite_verdicts"].items())}
+            for name, verdict in suites.items():
+                suite_tally.setdefault(name, Counter())[verdict] += 1
+            exits[status] += 1
+            verdicts[gate["verdict"]] += 1
+            listed = ", ".join(f"{name} {verdict}" for name, verdict in suites.items())
+            print(f"| {seed} | {status} | {gate['verdict']} | {listed} |", flush=True)
+        print(f"exit 0 in {exits[0]} of {arguments.seeds} seeds; verdicts {dict(sorted(verdicts.items()))}")
+        for name, tally in sorted(suite_tally.items()):
+            print(f"{name}: {dict(sorted(tally.items()))}")
+
+
+if __name__ == "__main__":
+    main()
