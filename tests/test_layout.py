@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -247,3 +249,20 @@ def test_the_unit_tests_mirror_the_package() -> None:
     for folder in (REPO / "tests" / "unit").rglob("*"):
         if folder.is_dir() and folder.name != "__pycache__":
             assert folder.relative_to(REPO / "tests" / "unit") in packages, folder
+
+
+def test_a_session_against_an_endpoint_imports_no_scipy() -> None:
+    """What every run imports before its first request stays off scipy (half a second of
+    start-up, a fifth of the harness's cost at 2,000 requests: benchmarks/README.md): only the
+    gate and the simulator's server draw on it, and they import it where they use it."""
+    request_path = (
+        "k3conformance.run.hooks",
+        "k3conformance.endpoint.preflight",
+        "k3conformance.reference.profiles",
+        "k3conformance.probes.runner",
+        "k3conformance.datasets.suite_items",
+    )
+    script = "import sys\n" + "".join(f"import {name}\n" for name in request_path)
+    script += "print('scipy' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=REPO)
+    assert done.stdout.strip() == "False"

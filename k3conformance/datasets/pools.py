@@ -26,7 +26,17 @@ from typing import Any
 
 from k3conformance.datasets.bundled import fixtures_dir
 
-__all__ = ["MANIFEST", "POOL_FORMAT", "Pool", "PoolUnavailable", "load_pool", "pool_names", "pools_dir", "read_pool"]
+__all__ = [
+    "MANIFEST",
+    "POOL_FORMAT",
+    "Pool",
+    "PoolUnavailable",
+    "load_pool",
+    "pool_digest",
+    "pool_names",
+    "pools_dir",
+    "read_pool",
+]
 
 POOL_FORMAT = 1
 MANIFEST = "manifest.json"
@@ -78,6 +88,39 @@ def load_pool(name: str) -> Pool:
 def read_pool(folder: Path, name: str | None = None) -> Pool:
     """The pool in `folder`, its data checked against its manifest; `name`: what it must be called."""
     name = name or folder.name
+    manifest, data_path, raw = _checked_data(folder, name)
+    digest = str(manifest["sha256"])
+    try:
+        items = tuple(json.loads(line) for line in gzip.decompress(raw).decode("utf-8").splitlines() if line.strip())
+    except (OSError, ValueError) as error:
+        raise PoolUnavailable(f"pool {name!r}: {data_path.name} is not gzip-compressed JSON lines ({error})") from None
+    if len(items) != manifest["items"] or any("id" not in item for item in items):
+        raise PoolUnavailable(
+            f"pool {name!r}: {len(items)} items read, its manifest says {manifest['items']}, and every item needs an id"
+        )
+    return Pool(
+        name=name,
+        suite=str(manifest["suite"]),
+        path=data_path,
+        sha256=digest,
+        license=str(manifest["license"]),
+        sources=tuple(manifest["sources"]),
+        items=items,
+        manifest=manifest,
+    )
+
+
+def pool_digest(folder: Path, name: str | None = None) -> tuple[str, str]:
+    """The pool's name and content hash, its data checked against its manifest without parsing
+    the items: what a run's identity records before the first request (the items are read,
+    and checked again, where a suite loads them)."""
+    name = name or folder.name
+    manifest, _, _ = _checked_data(folder, name)
+    return str(manifest["name"]), str(manifest["sha256"])
+
+
+def _checked_data(folder: Path, name: str) -> tuple[dict[str, Any], Path, bytes]:
+    """The manifest, the data file's path and its bytes, whose sha256 is the manifest's."""
     try:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except OSError as error:
@@ -99,24 +142,7 @@ def read_pool(folder: Path, name: str | None = None) -> Pool:
             f"pool {name!r}: {data_path.name} has sha256 {digest[:12]}…, its manifest says "
             f"{str(manifest['sha256'])[:12]}…: the data is not what was built; rebuild it with {manifest['builder']}"
         )
-    try:
-        items = tuple(json.loads(line) for line in gzip.decompress(raw).decode("utf-8").splitlines() if line.strip())
-    except (OSError, ValueError) as error:
-        raise PoolUnavailable(f"pool {name!r}: {data_path.name} is not gzip-compressed JSON lines ({error})") from None
-    if len(items) != manifest["items"] or any("id" not in item for item in items):
-        raise PoolUnavailable(
-            f"pool {name!r}: {len(items)} items read, its manifest says {manifest['items']}, and every item needs an id"
-        )
-    return Pool(
-        name=name,
-        suite=str(manifest["suite"]),
-        path=data_path,
-        sha256=digest,
-        license=str(manifest["license"]),
-        sources=tuple(manifest["sources"]),
-        items=items,
-        manifest=manifest,
-    )
+    return manifest, data_path, raw
 
 
 def _check_manifest(name: str, manifest: Any) -> None:

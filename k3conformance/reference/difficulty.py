@@ -33,8 +33,6 @@ import hashlib
 import json
 from functools import lru_cache
 
-from scipy import stats
-
 __all__ = [
     "EXCHANGEABLE",
     "MEASURED_WITHIN_SHARE",
@@ -82,4 +80,7 @@ def solve_chance(key: str, accuracy: float, mode: str = MEASURED) -> float:
     s = concentration(within_share(mode))
     if s == float("inf"):
         return accuracy
+    # scipy costs a client half a second to import: only the simulator's server draws chances.
+    from scipy import stats
+
     return float(stats.beta.ppf(item_draw(key), accuracy * s, (1.0 - accuracy) * s))

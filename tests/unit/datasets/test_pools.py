@@ -13,7 +13,7 @@ from run_files import REPO
 
 from k3conformance.datasets import pools
 from k3conformance.datasets.bundled import FIXTURES_ENV_VAR
-from k3conformance.datasets.pools import PoolUnavailable, load_pool, pool_names
+from k3conformance.datasets.pools import PoolUnavailable, load_pool, pool_digest, pool_names
 from k3conformance.datasets.sources import DatasetUnavailable, load_dataset_items, parse_dataset_spec
 
 
@@ -55,6 +55,17 @@ def test_a_pool_whose_data_was_changed_is_refused(copied_pools: Path) -> None:
         load_pool("math_hard")
     with pytest.raises(DatasetUnavailable, match=r"dataset pool:math_hard is unavailable.*--k3-math-dataset"):
         load_dataset_items(parse_dataset_spec("pool:math_hard"))
+
+
+def test_a_pools_digest_is_its_loaded_hash_and_refuses_changed_data(copied_pools: Path) -> None:
+    # What a run's identity records before the first request, without parsing the items.
+    folder = copied_pools / "swe_mutants"
+    assert pool_digest(folder) == ("swe_mutants", pools.read_pool(folder).sha256)
+    data = folder / "items.jsonl.gz"
+    raw = data.read_bytes()
+    data.write_bytes(raw[:-1] + bytes([raw[-1] ^ 1]))
+    with pytest.raises(PoolUnavailable, match=r"has sha256 .* its manifest says"):
+        pool_digest(folder)
 
 
 @pytest.mark.parametrize(
