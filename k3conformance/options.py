@@ -30,6 +30,8 @@ ThinkMode = Literal["opensource", "kimi"]
 Effort = Literal["low", "high", "max"]
 EFFORTS: tuple[Effort, ...] = ("low", "high", "max")
 THINK_MODES: tuple[ThinkMode, ...] = ("opensource", "kimi")
+# The agentic suite's tool sets (agent/tools.py TOOLSETS).
+AGENT_TOOLSETS = ("all", "shell")
 
 _SHAPE_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -220,6 +222,7 @@ COMPARED_SETTINGS: tuple[str, ...] = (
     "agent_turns",
     "agent_tokens",
     "agent_wall_time",
+    "agent_tools",
     "context_lengths",
 )
 
@@ -585,6 +588,14 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "Wall-time budget in seconds per agentic coding task (default: 3600)",
     ),
     OptionSpec(
+        "agent_tools",
+        choice(*AGENT_TOOLSETS),
+        "all",
+        "Tools the agentic coding suite offers: 'all' (its own file tools, run_tests, bash and "
+        "str_replace_editor) or 'shell' (bash, str_replace_editor and finish, as mini-swe-agent, SWE-agent "
+        "and OpenHands give them) (default: all)",
+    ),
+    OptionSpec(
         "agent_unisolated",
         boolean,
         False,
@@ -656,6 +667,7 @@ class Settings:
     agent_turns: int
     agent_tokens: int
     agent_wall_time: float
+    agent_tools: str
     agent_unisolated: bool
     agent_instances: tuple[str, ...]
     # Derived, not an option: where the key came from, for the header and the errors (never the key).

@@ -20,13 +20,13 @@ from functools import lru_cache
 import pytest
 from _pytest.mark.structures import ParameterSet
 
-from k3conformance import Exchange, ItemScore, Probe, ProbeResult, settings_of
+from k3conformance import Exchange, ItemScore, Probe, ProbeResult, Settings, settings_of
 from k3conformance.agent.isolation import agent_isolation
 from k3conformance.agent.loop import AgentBudget, AgentRun, run_agent
 from k3conformance.agent.pool_tasks import load_pool_tasks, pool_dir
 from k3conformance.agent.swebench import Refused, load_instances
 from k3conformance.agent.tasks import AgentTask, TaskSet, load_tasks
-from k3conformance.agent.tools import TOOLS_BY_NAME, Workspace
+from k3conformance.agent.tools import TOOLSETS, Workspace
 from k3conformance.checks.agentic_coding import check_tool_calls_conform
 from k3conformance.sandbox import SandboxPool
 
@@ -59,7 +59,9 @@ def _probe(tasks: TaskSet, task: AgentTask | Refused) -> Probe:
             wall_seconds=settings.agent_wall_time,
             max_tokens_per_turn=settings.max_tokens or MAX_TOKENS,
         )
-        exchange.note("agent", await run_agent(exchange, task, Workspace(task.start, sandbox_pool()), budget))
+        toolset = TOOLSETS[settings.agent_tools]
+        workspace = Workspace(task.start, sandbox_pool())
+        exchange.note("agent", await run_agent(exchange, task, workspace, budget, toolset))
 
     if isinstance(task, Refused):
         return Probe(SUITE, task.instance_id, conversation=conversation, max_tokens=MAX_TOKENS, kind="bugfix",
@@ -122,6 +124,7 @@ def test_task_solved(probe: Probe, k3_result: ProbeResult, k3_score: ItemScore) 
         )
 
 
-def test_tool_calls_conform(probe: Probe, k3_result: ProbeResult) -> None:
+def test_tool_calls_conform(probe: Probe, k3_result: ProbeResult, k3_settings: Settings) -> None:
+    offered = TOOLSETS[k3_settings.agent_tools].by_name
     for sample, run in _runs(k3_result):
-        check_tool_calls_conform([k3_result.completion(step, sample) for step in run.steps], TOOLS_BY_NAME)
+        check_tool_calls_conform([k3_result.completion(step, sample) for step in run.steps], offered)

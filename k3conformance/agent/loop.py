@@ -25,19 +25,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from k3conformance.agent.tasks import AgentTask
-from k3conformance.agent.tools import FINISH, TOOL_SPECS, TOOLS_BY_NAME, Workspace
+from k3conformance.agent.tools import FINISH, TOOLSETS, Toolset, Workspace
 from k3conformance.endpoint.completion import Completion
 from k3conformance.probes.probe import Exchange
 from k3conformance.scoring.call_matching import parse_arguments, schema_errors
 from k3conformance.scoring.repetition import detect_output
 from k3conformance.xtml.markup import find_markup
 
-SYSTEM_PROMPT = (
-    "You are a careful software engineer working in a Python repository through tools. Read what you "
-    "need, change files with write_file, edit_file or str_replace_editor, run the tests with run_tests or "
-    "commands with bash, and call finish when the task is done. Paths are relative to the repository root; nothing outside it is reachable. Hidden tests "
-    "decide whether the task is solved."
-)
 NUDGE = "Continue with the tools: change the files, run the tests, and call finish when the task is done."
 # Two turns in a row without a tool call end the task: the model is not working on it.
 IDLE_TURNS = 2
@@ -140,10 +134,12 @@ def turn_step(turn: int) -> str:
     return f"turn-{turn:03d}"
 
 
-async def run_agent(exchange: Exchange, task: AgentTask, workspace: Workspace, budget: AgentBudget) -> AgentRun:
+async def run_agent(
+    exchange: Exchange, task: AgentTask, workspace: Workspace, budget: AgentBudget, toolset: Toolset = TOOLSETS["all"]
+) -> AgentRun:
     run = AgentRun(task.id, task.kind, task.difficulty)
     messages: list[dict[str, Any]] = [
-        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "system", "content": toolset.system_prompt},
         {"role": "user", "content": task_prompt(task)},
     ]
     started = time.monotonic()
@@ -161,7 +157,7 @@ async def run_agent(exchange: Exchange, task: AgentTask, workspace: Workspace, b
         step = turn_step(turn)
         body = {
             "messages": messages,
-            "tools": list(TOOL_SPECS),
+            "tools": list(toolset.specs),
             "stream": True,
             "max_tokens": min(budget.max_tokens_per_turn, left),
         }
@@ -172,7 +168,7 @@ async def run_agent(exchange: Exchange, task: AgentTask, workspace: Workspace, b
         if not isinstance(outcome, Completion):
             run.stop_reason = "request failed"
             break
-        record = _turn_record(turn, step, outcome)
+        record = _turn_record(turn, step, outcome, toolset)
         run.turns.append(record)
         run.tool_calls.update(record.tool_calls)
         run.invalid_calls.update(problem["kind"] for problem in record.invalid)
@@ -194,7 +190,7 @@ async def run_agent(exchange: Exchange, task: AgentTask, workspace: Workspace, b
             break
         previous_action = action
         deadline = started + budget.wall_seconds
-        results, finished, out_of_time = await _execute_calls(calls, workspace, record, budget, deadline)
+        results, finished, out_of_time = await _execute_calls(calls, workspace, record, budget, deadline, toolset)
         messages = [*messages, outcome.as_history_message(), *results]
         if finished:
             run.stop_reason = "finished"
@@ -213,7 +209,12 @@ def task_prompt(task: AgentTask) -> str:
 
 
 async def _execute_calls(
-    calls: list[dict[str, Any]], workspace: Workspace, record: TurnRecord, budget: AgentBudget, deadline: float
+    calls: list[dict[str, Any]],
+    workspace: Workspace,
+    record: TurnRecord,
+    budget: AgentBudget,
+    deadline: float,
+    toolset: Toolset,
 ) -> tuple[list[dict[str, Any]], bool, bool]:
     """Tool messages for every call, in order; invalid calls, calls past `calls_per_turn`
     and calls once the wall time is spent get an error message back without running.
@@ -222,7 +223,7 @@ async def _execute_calls(
     finished = out_of_time = False
     for index, call in enumerate(calls):
         name = str(call["function"].get("name"))
-        arguments, problem = _valid_arguments(name, call["function"].get("arguments"))
+        arguments, problem = _valid_arguments(name, call["function"].get("arguments"), toolset)
         left = deadline - time.monotonic()
         if arguments is None:
             text = f"error: {problem}"
@@ -245,29 +246,31 @@ async def _execute_calls(
     return results, finished, out_of_time or time.monotonic() > deadline
 
 
-def _valid_arguments(name: str, raw: Any) -> tuple[dict[str, Any] | None, str]:
-    if name not in TOOLS_BY_NAME:
-        return None, f"unknown tool {name!r}; the tools are {', '.join(TOOLS_BY_NAME)}"
+def _valid_arguments(name: str, raw: Any, toolset: Toolset) -> tuple[dict[str, Any] | None, str]:
+    # A tool of another toolset is unknown here: the model was not offered it.
+    offered = toolset.by_name
+    if name not in offered:
+        return None, f"unknown tool {name!r}; the tools are {', '.join(offered)}"
     arguments, error = parse_arguments(raw)
     if arguments is None:
         return None, f"the arguments are not a JSON object: {error}"
-    errors = schema_errors(TOOLS_BY_NAME[name]["function"]["parameters"], arguments)
+    errors = schema_errors(offered[name]["function"]["parameters"], arguments)
     if errors:
         return None, f"the arguments do not fit the schema of {name}: {'; '.join(errors[:3])}"
     return arguments, ""
 
 
-def _turn_record(turn: int, step: str, completion: Completion) -> TurnRecord:
+def _turn_record(turn: int, step: str, completion: Completion, toolset: Toolset) -> TurnRecord:
     usage = completion.usage or {}
     calls = completion.tool_calls or []
     invalid: list[dict[str, str]] = []
     for call in calls:
         name = str(call["function"].get("name"))
-        arguments, problem = _valid_arguments(name, call["function"].get("arguments"))
+        arguments, problem = _valid_arguments(name, call["function"].get("arguments"), toolset)
         if arguments is None:
             kind = (
                 "unknown tool"
-                if name not in TOOLS_BY_NAME
+                if name not in toolset.by_name
                 else "bad JSON"
                 if problem.startswith("the arguments are not")
                 else "schema violation"

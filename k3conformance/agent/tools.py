@@ -90,6 +90,44 @@ TOOL_SPECS: tuple[dict[str, Any], ...] = (
     ),
 )
 TOOLS_BY_NAME: Mapping[str, dict[str, Any]] = {spec["function"]["name"]: spec for spec in TOOL_SPECS}
+
+
+@dataclass(frozen=True)
+class Toolset:
+    """The tools one run offers the model, and the system prompt that names them."""
+
+    name: str
+    specs: tuple[dict[str, Any], ...]
+    system_prompt: str
+
+    @property
+    def by_name(self) -> Mapping[str, dict[str, Any]]:
+        return {spec["function"]["name"]: spec for spec in self.specs}
+
+
+_PROMPT_TAIL = (
+    "Paths are relative to the repository root; nothing outside it is reachable. Hidden tests decide "
+    "whether the task is solved."
+)
+# `all`: the suite's own tools and the open agents' beside them. `shell`: only what
+# mini-swe-agent (bash), SWE-agent and OpenHands (bash and the string-replacement editor) give
+# a model, so every look, edit and test run goes through the shell and the editor.
+TOOLSETS: Mapping[str, Toolset] = {
+    "all": Toolset(
+        "all",
+        TOOL_SPECS,
+        "You are a careful software engineer working in a Python repository through tools. Read what you "
+        "need, change files with write_file, edit_file or str_replace_editor, run the tests with run_tests or "
+        f"commands with bash, and call finish when the task is done. {_PROMPT_TAIL}",
+    ),
+    "shell": Toolset(
+        "shell",
+        tuple(TOOLS_BY_NAME[name] for name in (shell_tools.SHELL, shell_tools.EDITOR, FINISH)),
+        "You are a careful software engineer working in a Python repository through tools. Look around and "
+        "run commands (the tests too: python3 -m unittest) with bash, view and change files with "
+        f"str_replace_editor, and call finish when the task is done. {_PROMPT_TAIL}",
+    ),
+}
 CHANGES_FILES = frozenset({"write_file", "edit_file", shell_tools.SHELL, shell_tools.EDITOR})
 
 

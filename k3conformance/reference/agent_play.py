@@ -33,6 +33,8 @@ from k3conformance.reference.values import ChatRequest
 from k3conformance.reference.words import count_tokens
 
 AGENT_TOOLS = frozenset({"list_files", "read_file", "write_file", "edit_file", "run_tests", "finish"})
+# The open agents' set (`--k3-agent-tools shell`): the same script, every step through these.
+SHELL_TOOLS = frozenset({"bash", "str_replace_editor", "finish"})
 _TASK_LINE = re.compile(r"^Task (\S+)$", re.MULTILINE)
 # A reasoning model drafts the code it writes in its thinking, checks it and revises it.
 _DRAFTS = 3
@@ -63,7 +65,8 @@ class AgentAction:
 
 def agent_task(request: ChatRequest) -> AgentTask | None:
     """The task this request works on, when it is an agent turn."""
-    if not {tool.name for tool in request.tools} >= AGENT_TOOLS:
+    offered = {tool.name for tool in request.tools}
+    if not (offered >= AGENT_TOOLS or offered >= SHELL_TOOLS):
         return None
     first_user = next((message for message in request.messages if message.get("role") == "user"), None)
     content = first_user.get("content") if first_user else None
@@ -79,7 +82,9 @@ def next_action(request: ChatRequest, task: AgentTask, correct: bool, effort_wor
     done = sum(1 for message in request.messages if message.get("role") == "assistant")
     script = _script(task, correct)
     name, arguments = script[min(done, len(script) - 1)]
-    written = sum(count_tokens(str(arguments.get(key, ""))) for key in ("content", "new", "new_str"))
+    if not {tool.name for tool in request.tools} >= AGENT_TOOLS:
+        name, arguments = _through_the_shell(task, name, arguments)
+    written = sum(count_tokens(str(arguments.get(key, ""))) for key in ("content", "new", "new_str", "file_text"))
     return AgentAction(name, arguments, round(effort_words * _THINKING_SHARE[name]) + _DRAFTS * written)
 
 
@@ -92,6 +97,28 @@ def _script(task: AgentTask, correct: bool) -> list[tuple[str, Mapping[str, Any]
     steps += _changes(task, correct)
     steps += [("run_tests", {}), ("finish", {"summary": f"Done with {task.id}."})]
     return steps
+
+
+def _through_the_shell(task: AgentTask, name: str, arguments: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
+    """A step of the script as an agent with only a shell and the editor takes it: it looks with
+    `find` and `view`, writes a whole file by replacing its whole text (or creating it), and
+    runs the tests itself."""
+    if name == "list_files":
+        return "bash", {"command": "find . -type f -not -path '*/.*' | sort"}
+    if name == "read_file":
+        return "str_replace_editor", {"command": "view", "path": arguments["path"]}
+    if name == "edit_file":
+        edit = {"old_str": arguments["old"], "new_str": arguments["new"]}
+        return "str_replace_editor", {"command": "str_replace", "path": arguments["path"], **edit}
+    if name == "write_file":
+        path, text = arguments["path"], arguments["content"]
+        if task.start.get(path):
+            edit = {"old_str": task.start[path], "new_str": text}
+            return "str_replace_editor", {"command": "str_replace", "path": path, **edit}
+        return "str_replace_editor", {"command": "create", "path": path, "file_text": text}
+    if name == "run_tests":
+        return "bash", {"command": "python3 -m unittest discover -s tests -t . 2>&1 | tail -n 40"}
+    return name, arguments
 
 
 def _changes(task: AgentTask, correct: bool) -> list[tuple[str, Mapping[str, Any]]]:

@@ -71,6 +71,7 @@ _PROVENANCE_SETTINGS = (
     "agent_turns",
     "agent_tokens",
     "agent_wall_time",
+    "agent_tools",
     "context_lengths",
     "cache_prompt_words",
     # The sequential plan's options: compare's replay recomputes the run's design from the baseline with them.

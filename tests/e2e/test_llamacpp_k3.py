@@ -232,3 +232,44 @@ def test_agent_loop_turns_are_executed_recorded_and_classified(tmp_path_factory:
     # Greedy, SmolLM2 calls list_files on one of the two tasks (observed 2026-12-01): the loop's
     # tool path is exercised against llama.cpp, not only its text path.
     assert answered > 0, run.diagnostics()
+
+
+def test_the_shell_toolset_runs_end_to_end_on_llamacpp(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # `--k3-agent-tools shell` (bash, str_replace_editor, finish: what mini-swe-agent, SWE-agent and
+    # OpenHands give a model) on two real-repository tasks of the pool (the limit counts the 60
+    # authored tasks first), against llama.cpp's K3 handler: every request offers those three
+    # tools only, every turn is recorded as the server answered it, each task ends for a stated
+    # reason and is scored by its hidden tests, and any call the model makes is answered by id.
+    # SmolLM2-135M, greedy, makes no call here (2026-12-03: it thinks "I call bash." after the
+    # template's examples, then runs on to the token limit on all four authored and both pool
+    # tasks tried; with the suite's own tools it calls list_files, which takes no arguments).
+    run = run_on_llamacpp(
+        tmp_path_factory.mktemp("llamacpp-agent-shell"),
+        ["test_agentic_coding.py"],
+        [*RUN_OPTIONS, "-m", "agentic_pool", "--k3-limit", "62", "--k3-agent-turns", "3", "--k3-agent-tools", "shell"],
+        K3_SETTINGS,
+    )
+    assert run.returncode in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), run.diagnostics()
+    summary = summary_of(run.run_dir)
+    assert summary["status"] == "complete" and summary["settings"]["agent_tools"] == "shell", run.diagnostics()
+    assert unscored_outcomes(run.records("outcome")) == [], run.diagnostics()
+    responses = {(record["item"], record["step"]): record for record in run.records("response")}
+    scored = [outcome for outcome in run.records("outcome") if outcome["test"] == "test_task_solved"]
+    assert len(scored) == 2 and all(outcome["outcome"] == "passed" for outcome in scored), run.diagnostics()
+    for outcome in scored:
+        agent: dict[str, Any] = outcome["score"]["details"][0]["agent"]
+        assert agent["stop_reason"] in STOP_REASONS and agent["hidden_tests"], agent
+        assert set(agent["tool_calls"]) <= {"bash", "str_replace_editor", "finish"}, agent["tool_calls"]
+        for turn in agent["turns"]:
+            record = responses[(outcome["item"], turn["step"])]
+            assert {tool["function"]["name"] for tool in record["request"]["tools"]} == {
+                "bash",
+                "str_replace_editor",
+                "finish",
+            }
+            assert record["status"] == "ok" and turn["finish_reason"] == record["response"]["finish_reason"]
+        for earlier, later in itertools.pairwise(agent["turns"]):
+            messages = responses[(outcome["item"], later["step"])]["request"]["messages"]
+            results = {m.get("tool_call_id"): m["content"] for m in messages if m["role"] == "tool"}
+            calls = responses[(outcome["item"], earlier["step"])]["response"]["tool_calls"] or []
+            assert all(results.get(call["id"]) for call in calls), (calls, results)

@@ -48,6 +48,7 @@ SETTINGS: dict[str, Any] = {
     "agent_turns": 40,
     "agent_tokens": 262144,
     "agent_wall_time": 3600.0,
+    "agent_tools": "all",
     "context_lengths": [8000, 32000, 128000],
     "looks": 5,
     "max_items": None,

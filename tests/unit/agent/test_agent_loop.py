@@ -12,8 +12,9 @@ from typing import Any, cast
 
 from k3conformance.agent.loop import AgentBudget, run_agent
 from k3conformance.agent.tasks import load_tasks
-from k3conformance.agent.tools import RESULT_CHARS, HiddenTests, ToolResult, Workspace
+from k3conformance.agent.tools import RESULT_CHARS, TOOLSETS, HiddenTests, ToolResult, Workspace
 from k3conformance.endpoint.completion import Completion
+from k3conformance.options import AGENT_TOOLSETS
 from k3conformance.probes.probe import Exchange
 from k3conformance.sandbox import SandboxPool
 
@@ -25,9 +26,11 @@ class ScriptedExchange:
 
     def __init__(self, turns: list[list[tuple[str, dict[str, Any]]]]) -> None:
         self.turns = turns
+        self.bodies: list[Mapping[str, Any]] = []
         self.body_bytes: list[int] = []
 
     async def send(self, step: str, body: Mapping[str, Any]) -> Completion:
+        self.bodies.append(body)
         self.body_bytes.append(len(json.dumps(body, ensure_ascii=False).encode()))
         turn = len(self.body_bytes) - 1
         calls = [
@@ -95,3 +98,28 @@ def test_no_request_is_larger_than_the_budget() -> None:
     )
     assert run.stop_reason == "request size"
     assert max(exchange.body_bytes) <= 200_000 and len(exchange.body_bytes) < 5
+
+
+def test_the_shell_toolset_offers_only_the_shell_the_editor_and_finish() -> None:
+    # `--k3-agent-tools shell`: what mini-swe-agent, SWE-agent and OpenHands give a model. A call
+    # to one of the suite's own tools is an unknown tool there: answered with an error, not run.
+    exchange = ScriptedExchange(
+        [[("read_file", {"path": "README.md"}), ("bash", {"command": "ls"})], [("finish", {"summary": "done"})]]
+    )
+    workspace = WaitingWorkspace(seconds=0)
+    run = asyncio.run(run_agent(cast(Exchange, exchange), TASK, workspace, budget(), TOOLSETS["shell"]))
+    offered = {tool["function"]["name"] for tool in exchange.bodies[0]["tools"]}
+    assert offered == {"bash", "str_replace_editor", "finish"}
+    system = exchange.bodies[0]["messages"][0]["content"]
+    assert "bash" in system and "run_tests" not in system and "write_file" not in system
+    assert workspace.calls == 1 and run.stop_reason == "finished"
+    assert [problem["kind"] for problem in run.turns[0].invalid] == ["unknown tool"]
+    results = [message for message in exchange.bodies[1]["messages"] if message["role"] == "tool"]
+    assert results[0]["content"].startswith(
+        "error: unknown tool 'read_file'; the tools are bash, str_replace_editor, finish"
+    )
+
+
+def test_the_toolsets_are_the_options_choices() -> None:
+    assert tuple(TOOLSETS) == AGENT_TOOLSETS
+    assert TOOLSETS["all"].by_name.keys() >= TOOLSETS["shell"].by_name.keys()
