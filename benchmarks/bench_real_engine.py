@@ -20,6 +20,16 @@ two shared cores:
 An interval wholly beyond the margin whose verdict is not FAIL is marked † and the reason
 printed under the table (its FAIL test's p-value is Holm-adjusted; the interval is not).
 
+`--pass-samples SAMPLES` is issue 31's proof on the real engine: at the plugin's default temperature
+(1.0), a baseline of every item with SAMPLES samples per item, the plan the gate makes from it,
+then candidates run as a user runs one (the defaults: the sequential gate, sampling in rounds where
+the plan needs them): the same launch with another seed (A/A, which should PASS), RoPE scale 0.5
+and weight noise 0.1 (which should FAIL):
+
+    python benchmarks/bench_real_engine.py --pass-samples 4 --first-seed 1234 [--aa-seeds 5]
+
+(a baseline already stored under --out is reused, so `--aa-seeds 5 --no-regressions` adds A/A seeds)
+
 `--spread SAMPLES` measures the baseline instead, at the plugin's default temperature (1.0,
 the model card's) with SAMPLES samples per item: accuracy, how it spreads over samples and
 items, and the looping and truncation rates, per seed; the flagged outputs are printed to be
@@ -32,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -259,6 +270,101 @@ def measure_spread(seeds: Sequence[int], items: int, samples: int, out: Path) ->
     return spreads
 
 
+# A run of every item at several samples takes most of an hour on two shared cores.
+PASS_TIMEOUT_S = 4 * 3600
+PASS_CELLS: tuple[Cell, ...] = (
+    Cell("another seed (A/A)", "equivalent"),
+    Cell("RoPE scale 0.5", "regression", ("rope_freq_scale=0.5",)),
+    Cell("weights noise 0.1", "regression", noise=0.1),
+)
+
+
+def gate_at_default_temperature(
+    samples: int,
+    seed: int,
+    items: int,
+    out: Path,
+    *,
+    aa_seeds: int = 1,
+    aa_first: int = 1,
+    regressions: bool = True,
+) -> list[CellResult]:
+    """Issue 31 on the real engine: the baseline at temperature 1.0 with `samples` samples per item,
+    its plan, then the A/A cell gated with the plugin's defaults at `aa_seeds` seeds from seed + aa_first,
+    and each regression of PASS_CELLS. A baseline already stored under `out` is reused."""
+    model = find_model()
+    if model is None:
+        sys.exit("no SmolLM2 model: see k3conformance/deployment/llamacpp_server.py's INSTALL_HINT")
+    project = out / f"pass-{seed}"
+    # All items unless --items says otherwise: a limit draws the items from the seed, and the A/A
+    # candidate's other seed must change its sampling only.
+    limit = ["--k3-limit", str(items)] if items else []
+    stored = sorted((project / "results" / BASELINE).glob("*/summary.json"))
+    if stored:
+        baseline = GatedRun(0, "", "", 0.0, stored[-1].parent, "")
+    else:
+        baseline = run_suites_on_llamacpp(
+            project,
+            SUITES,
+            model=model,
+            shape=BASELINE,
+            options=[*limit, "--k3-seed", str(seed), "--k3-samples", str(samples), "--k3-save-baseline"],
+            timeout_s=PASS_TIMEOUT_S,
+        )
+    if baseline.run_dir is None or baseline.summary()["status"] != "complete":
+        sys.exit(f"the baseline did not complete:\n{baseline.diagnostics()}")
+    scores = baseline.summary()["suites"][SUITE]["scores"]
+    rates = [score["correct"] / score["samples"] for score in scores.values()]
+    print(
+        f"baseline: {len(scores)} items x {samples} samples at temperature 1.0, accuracy "
+        f"{sum(rates) / len(rates):.1%}, mean p(1 - p) over items {sum(r * (1 - r) for r in rates) / len(rates):.3f}, "
+        f"{baseline.seconds:.0f} s",
+        flush=True,
+    )
+    plan = subprocess.run(
+        [sys.executable, "-m", "k3conformance", "plan", BASELINE, "--results-dir", str(project / "results")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    print(plan.stdout + plan.stderr, flush=True)
+    baseline_answers = _answers(baseline)
+    runs = [(PASS_CELLS[0], seed + offset) for offset in range(aa_first, aa_first + aa_seeds)]
+    runs += [(cell, seed) for cell in PASS_CELLS[1:]] if regressions else []
+    results: list[CellResult] = []
+    for cell, candidate_seed in runs:
+        index = PASS_CELLS.index(cell)
+        with tempfile.TemporaryDirectory(prefix="k3-noisy-model-") as folder:
+            cell_model = model
+            if cell.noise:
+                cell_model = Path(folder) / "noisy.gguf"
+                perturb_model(model, cell_model, cell.noise, seed=seed * 1000 + index)
+            run = run_suites_on_llamacpp(
+                project,
+                SUITES,
+                model=cell_model,
+                shape=f"pass-cell-{index:02d}",
+                params=cell.params,
+                options=[
+                    *limit,
+                    "--k3-seed",
+                    str(candidate_seed),
+                    "--k3-allow-differences",
+                    "seed",
+                    "--k3-baseline",
+                    BASELINE,
+                ],
+                timeout_s=PASS_TIMEOUT_S,
+            )
+        result = _result(cell, candidate_seed, run, baseline_answers)
+        results.append(result)
+        print(f"{_line(result)}  exit {run.returncode}", flush=True)
+        for line in run.stdout.splitlines()[-30:]:
+            print(f"    {line}", flush=True)
+        (out / f"pass-results-{seed}.json").write_text(json.dumps([vars(r) for r in results], indent=1))
+    return results
+
+
 def _spread_line(spread: Spread, seconds: float) -> str:
     outputs = spread.items * spread.samples
     always = sum(1 for rate in spread.item_rates if rate == 1)
@@ -343,11 +449,34 @@ def main() -> None:
     parser.add_argument(
         "--spread", type=int, default=0, metavar="SAMPLES", help="Measure the baseline at temperature 1.0 instead"
     )
+    parser.add_argument(
+        "--pass-samples",
+        type=int,
+        default=0,
+        metavar="SAMPLES",
+        help="Gate the defaults at temperature 1.0 against a baseline of SAMPLES samples per item instead",
+    )
+    parser.add_argument("--aa-seeds", type=int, default=1, help="With --pass-samples: A/A candidates (default: 1)")
+    parser.add_argument("--aa-first", type=int, default=1, help="With --pass-samples: the first A/A seed's offset")
+    parser.add_argument("--no-regressions", action="store_true", help="With --pass-samples: the A/A cells only")
     arguments = parser.parse_args()
     wanted = {name.strip() for name in arguments.cells.split(",") if name.strip()}
     cells = [cell for cell in CELLS if not wanted or cell.name in wanted]
     started = time.monotonic()
     seeds = [arguments.first_seed + seed for seed in range(arguments.seeds)]
+    if arguments.pass_samples:
+        items = arguments.items if "--items" in sys.argv else 0
+        gate_at_default_temperature(
+            arguments.pass_samples,
+            arguments.first_seed,
+            items,
+            arguments.out,
+            aa_seeds=arguments.aa_seeds,
+            aa_first=arguments.aa_first,
+            regressions=not arguments.no_regressions,
+        )
+        print(f"\n{time.monotonic() - started:.0f} s")
+        return
     if arguments.spread:
         measure_spread(seeds, arguments.items, arguments.spread, arguments.out)
         print(f"\n{time.monotonic() - started:.0f} s")

@@ -83,6 +83,7 @@ def run_suites_on_llamacpp(
     shape: str,
     params: Sequence[str] = (),
     options: Sequence[str] = (),
+    timeout_s: float = CHILD_TIMEOUT_S,
 ) -> GatedRun:
     """`suites` (copied from the repository's suites/ into `project`) run in a child pytest
     against a new llama.cpp server serving `model` with `params`; results in project/results."""
@@ -120,7 +121,7 @@ def run_suites_on_llamacpp(
             env=_child_environment(api_key),
             capture_output=True,
             text=True,
-            timeout=CHILD_TIMEOUT_S,
+            timeout=timeout_s,
         )
         seconds = time.monotonic() - started
         log = server.log_tail()
