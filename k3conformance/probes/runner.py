@@ -266,6 +266,8 @@ class Runner:
             partial,
             settings=self.settings,
             model=self.model,
+            suite=probe.suite,
+            item=probe.item,
             sample=sample,
             suite_max_tokens=probe.max_tokens,
             thinking_as_given=probe.thinking_as_given,
