@@ -38,7 +38,7 @@ def _profile_name(text: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     from k3conformance.reference.profiles import PROFILES
-    from k3conformance.xtml.parsers import PARSER_NAMES
+    from k3conformance.xtml.parsers import REFERENCE_PARSER_NAMES
 
     parser = argparse.ArgumentParser(prog="k3conformance", description="Kimi K3 deployment conformance tools")
     parser.add_argument("--version", action="version", version=f"k3conformance {__version__}")
@@ -73,10 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--parser",
-        choices=PARSER_NAMES,
+        choices=REFERENCE_PARSER_NAMES,
         default=None,
         help="The parser that reads the simulated raw K3 output: builtin (ours), sglang (SGLang's own kimi_k3 "
-        "parsers, the sglang-parsers extra) or vllm (vLLM's, the vllm-parsers extra) (default: the profile's, builtin)",
+        "parsers, the sglang-parsers extra), vllm (vLLM's, the vllm-parsers extra) or llamacpp (llama.cpp's, "
+        "through its server, the dev extra: whole outputs only, a streamed request gets a 400) "
+        "(default: the profile's, builtin)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="Address to bind (default: 127.0.0.1)")
     serve.add_argument("--port", type=_port, default=0, help="Port to bind; 0 picks a free one (default: 0)")

@@ -18,14 +18,13 @@ from typing import Any
 from k3conformance.checks.failures import expect
 from k3conformance.datasets.bundled import fixtures_dir
 from k3conformance.xtml.parsers import (
-    PARSER_NAMES,
+    REFERENCE_PARSER_NAMES,
     Parsed,
     ParseRefused,
     ParserUnavailable,
     WireParser,
     make_parser,
 )
-from k3conformance.xtml.parsers.llamacpp import LlamaCppParser
 from k3conformance.xtml.writer import token_pieces
 
 # whole: one parse of the complete output. stream: the reference's seeded tokenizer-like steps.
@@ -89,8 +88,8 @@ def load_corpus_document(document: dict[str, Any]) -> list[ParserCase]:
     ]
 
 
-# llama.cpp's parser is a column of the matrix only: the reference deployment cannot stream through it.
-MATRIX_PARSER_NAMES = (*PARSER_NAMES, LlamaCppParser.name)
+# Every parser is a column, llama.cpp's (whole outputs only) included.
+MATRIX_PARSER_NAMES = REFERENCE_PARSER_NAMES
 
 
 def available_parsers(names: Collection[str] = MATRIX_PARSER_NAMES) -> tuple[dict[str, WireParser], dict[str, str]]:
@@ -99,7 +98,7 @@ def available_parsers(names: Collection[str] = MATRIX_PARSER_NAMES) -> tuple[dic
     missing: dict[str, str] = {}
     for name in (name for name in MATRIX_PARSER_NAMES if name in names):
         try:
-            loaded[name] = LlamaCppParser() if name == LlamaCppParser.name else make_parser(name)
+            loaded[name] = make_parser(name)
         except ParserUnavailable as error:
             missing[name] = str(error)
     return loaded, missing

@@ -15,7 +15,7 @@ from k3conformance.endpoint.url import parse_reference_profile
 from k3conformance.reference.catalogue import FAULTS
 from k3conformance.reference.difficulty import SPREAD_MODES
 from k3conformance.reference.values import Profile, ProfileKind
-from k3conformance.xtml.parsers import PARSER_NAMES
+from k3conformance.xtml.parsers import REFERENCE_PARSER_NAMES
 
 _TP8 = Profile(
     name="tp8",
@@ -129,9 +129,9 @@ def with_item_spread(profile: Profile, mode: str) -> Profile:
 
 
 def with_parser(profile: Profile, parser: str) -> Profile:
-    if parser not in PARSER_NAMES:
+    if parser not in REFERENCE_PARSER_NAMES:
         raise KeyError(
-            f"unknown parser or item spread {parser!r} in reference profile; known parsers: {', '.join(PARSER_NAMES)}; "
+            f"unknown parser or item spread {parser!r} in reference profile; known parsers: {', '.join(REFERENCE_PARSER_NAMES)}; "
             f"item spreads: {', '.join(SPREAD_MODES)}"
         )
     if parser == profile.parser:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from k3conformance.xtml.parsers.base import (
     PARSER_NAMES,
+    REFERENCE_PARSER_NAMES,
+    WHOLE_ONLY_PARSER_NAMES,
     Parsed,
     ParsedCall,
     ParseRefused,
@@ -23,6 +25,8 @@ from k3conformance.xtml.parsers.base import (
 
 __all__ = [
     "PARSER_NAMES",
+    "REFERENCE_PARSER_NAMES",
+    "WHOLE_ONLY_PARSER_NAMES",
     "ParseRefused",
     "Parsed",
     "ParsedCall",
@@ -52,4 +56,13 @@ def make_parser(name: str, settings: ParserSettings = HEALTHY) -> WireParser:
         from k3conformance.xtml.parsers.vllm import VLLMParser
 
         return VLLMParser(settings)
-    raise ParserUnavailable(f"unknown parser {name!r}; known parsers: {', '.join(PARSER_NAMES)}")
+    if name == "llamacpp":
+        from k3conformance.xtml.parsers.llamacpp import LlamaCppParser
+
+        if settings != HEALTHY:
+            # llama.cpp's handler is what it is: a parser bug is reproduced by the builtin parser only.
+            raise ParserUnavailable(
+                "llama.cpp's K3 parser runs as its server configures it; it reproduces no parser fault"
+            )
+        return LlamaCppParser()
+    raise ParserUnavailable(f"unknown parser {name!r}; known parsers: {', '.join(REFERENCE_PARSER_NAMES)}")

@@ -11,6 +11,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 PARSER_NAMES = ("builtin", "sglang", "vllm")
+# Parsers that read whole outputs only: llama.cpp's, behind its server, which streams only what
+# it generates (xtml/parsers/llamacpp.py). The reference deployment serves them unstreamed.
+WHOLE_ONLY_PARSER_NAMES = ("llamacpp",)
+# Every parser the reference deployment can read its raw output with (`reference:NAME+PARSER`).
+REFERENCE_PARSER_NAMES = (*PARSER_NAMES, *WHOLE_ONLY_PARSER_NAMES)
 
 
 @dataclass(frozen=True)

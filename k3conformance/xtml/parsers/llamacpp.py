@@ -30,6 +30,7 @@ import importlib.metadata
 import json
 import re
 import secrets
+import threading
 import urllib.error
 import urllib.request
 from contextlib import ExitStack
@@ -96,6 +97,8 @@ class LlamaCppParser:
         self._running: LlamaCppServer | None = None
         self._token_ids: dict[str, int] = {}
         self._exit = ExitStack()
+        # The reference deployment parses its requests in flight from threads: one server for all.
+        self._starting = threading.Lock()
 
     def parse(self, raw: str, *, tools: bool) -> Parsed:
         message = self._complete(raw, tools)
@@ -155,12 +158,13 @@ class LlamaCppParser:
             raise ParseRefused(f"llama.cpp answered HTTP {error.code}: {_error_message(detail)}") from error
 
     def _server(self) -> LlamaCppServer:
-        if self._running is None:
-            model = find_model()
-            assert model is not None  # checked when the parser was made
-            self._running = self._exit.enter_context(running_llamacpp(model, self._api_key, K3_SETTINGS))
-            atexit.register(self._exit.close)
-        return self._running
+        with self._starting:
+            if self._running is None:
+                model = find_model()
+                assert model is not None  # checked when the parser was made
+                self._running = self._exit.enter_context(running_llamacpp(model, self._api_key, K3_SETTINGS))
+                atexit.register(self._exit.close)
+            return self._running
 
 
 def _error_message(body: str) -> str:

@@ -102,3 +102,31 @@ def test_the_docs_table_is_the_code_table() -> None:
     for name, levels in contract.DIMENSIONS.items():
         assert f"| {name} | {', '.join(f'`{level}`' for level in levels)} |" in page, name
     assert f"{len(contract.design())} cells in all" in page
+
+
+def test_every_known_disagreement_names_a_cell_of_the_design_and_a_clause_that_applies_there() -> None:
+    from k3conformance.checks.contract_known import load_known
+    from k3conformance.xtml.parsers import REFERENCE_PARSER_NAMES
+
+    cells = {contract.cell_id(cell): cell for cell in contract.design()}
+    rows = load_known()
+    assert rows, "the file records the llama.cpp column's disagreements"
+    assert len({(row.parser, row.cell, row.clause) for row in rows}) == len(rows)
+    for row in rows:
+        assert row.parser.split(" ")[0] in REFERENCE_PARSER_NAMES, row
+        assert row.cell in cells, row
+        assert contract.applies(row.clause, cells[row.cell]), row
+        assert row.note, row
+
+
+def test_a_known_disagreement_is_found_for_the_parser_the_reference_reports_and_no_other() -> None:
+    from k3conformance.checks.contract_known import known_disagreement, load_known, reading_parser
+
+    row = load_known()[0]
+    name, version = row.parser.split(" ")
+    info = {"get_server_info": {"k3conformance_parser": {"name": name, "version": version}}}
+    assert reading_parser(info) == row.parser
+    assert known_disagreement(reading_parser(info), row.cell, row.clause) == row.note
+    assert known_disagreement(f"{name} 0.0.0", row.cell, row.clause) is None  # another version: judged as any
+    assert reading_parser({"props": {}}) is None  # a real server says nothing: nothing is excused
+    assert known_disagreement(None, row.cell, row.clause) is None
