@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from k3conformance import __version__
-from k3conformance.options import non_negative_float, positive_int
+from k3conformance.options import API_KEY_ENV, non_negative_float, positive_int
 
 REFERENCE_API_KEY_ENV = "K3_REFERENCE_API_KEY"
 RUN = "run"
@@ -99,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_matrix(commands)
     _add_parsers(commands)
     _add_plan(commands)
+    _add_signing(commands)
+    _add_audit(commands)
     return parser
 
 
@@ -205,6 +207,20 @@ def _add_compare(commands: Any) -> None:
         action="store_true",
         help="Also write gate.json, gate.md (and gate.png) into the candidate's run folder",
     )
+    _add_require_signed(compare)
+
+
+def _add_require_signed(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--require-signed",
+        action="append",
+        type=Path,
+        default=None,
+        metavar="PUBLIC_KEYFILE",
+        help="Judge only runs signed (k3conformance sign) by one of these Ed25519 public keys: a PEM file of one "
+        "or more keys, repeatable; an unsigned run, a foreign key's or one edited after signing is INCOMPLETE "
+        "(the sign extra)",
+    )
 
 
 def _add_matrix(commands: Any) -> None:
@@ -234,6 +250,86 @@ def _add_matrix(commands: Any) -> None:
         "--html", type=Path, default=None, metavar="PATH", help="Also write the matrix as one HTML page"
     )
     add_gate_arguments(matrix)
+    _add_require_signed(matrix)
+
+
+def _add_signing(commands: Any) -> None:
+    keygen = commands.add_parser(
+        "keygen",
+        help="Write a new Ed25519 key pair for signing runs (the sign extra)",
+        description=(
+            "Write a new Ed25519 private key (PKCS#8 PEM, readable by its owner only) and its public key "
+            "(SubjectPublicKeyInfo PEM), as `openssl genpkey -algorithm ed25519` and `openssl pkey -pubout` would. "
+            "An existing file is never replaced. Prints the key id. Exit status: 0, or 2 on bad input."
+        ),
+    )
+    keygen.add_argument("private", metavar="PRIVATE", type=Path)
+    keygen.add_argument("public", metavar="PUBLIC", type=Path)
+    sign = commands.add_parser(
+        "sign",
+        help="Sign a stored run's sealed head with an Ed25519 private key, for hand-over (the sign extra)",
+        description=(
+            "Sign what makes a complete stored run this run (its run id, shape, sealed identity, summary and the "
+            "records' sealed heads) and write signature.json into its folder; `compare --require-signed` verifies "
+            "it. A signature says who sealed the run, not that the endpoint was honest. The run's evidence is "
+            "checked first: a run whose records do not hold is not signed. Exit status: 0, or 2 on bad input."
+        ),
+    )
+    sign.add_argument("run", metavar="RUN", help="A run folder, its summary.json, or a shape (its newest run)")
+    sign.add_argument("--key", type=Path, required=True, metavar="PRIVATE", help="The Ed25519 private key (PEM)")
+    sign.add_argument(
+        "--results-dir", type=Path, default=Path("results"), help="Where shapes are stored (default: results)"
+    )
+
+
+def _add_audit(commands: Any) -> None:
+    from k3conformance.options import alpha, endpoint, margin_points, positive_int, variable_name
+
+    audit = commands.add_parser(
+        "audit",
+        help="Spot-check a stored run: ask a random sample of its items again against the live endpoint",
+        description=(
+            "A verifier's spot check: N items of a stored run drawn at random (--seed; drawn and printed when not "
+            "given) asked again with the requests the run recorded, against the live endpoint, and tested for "
+            "agreement with the stored answers: at temperature 0 bit for bit (any answer that differs DISAGREES, "
+            "unless the stored run itself is not deterministic), else on the items' scores recomputed with the "
+            "suites' own scorers (math, long context, small model; the rest is skipped, each with why). The API key "
+            f"comes from ${API_KEY_ENV} or the variable --api-key-env names, never from the command line. Exit "
+            "status: 0 when AGREES, 1 when DISAGREES or UNDECIDED, 2 on bad input."
+        ),
+    )
+    audit.add_argument("run", metavar="RUN", help="A run folder, its summary.json, or a shape (its newest run)")
+    audit.add_argument(
+        "--k3-endpoint",
+        "--endpoint",
+        dest="endpoint",
+        type=endpoint,
+        required=True,
+        metavar="URL",
+        help="The live endpoint's base URL, or reference:PROFILE (the reference deployment, a simulator)",
+    )
+    audit.add_argument("--items", type=positive_int, required=True, metavar="N", help="How many items to ask again")
+    audit.add_argument("--seed", type=int, default=None, help="The seed of the draw (default: drawn and printed)")
+    audit.add_argument("--model", default=None, help="Model id to request (default: the one the run recorded)")
+    audit.add_argument(
+        "--api-key-env",
+        type=variable_name,
+        default=None,
+        metavar="NAME",
+        help=f"Read the key from $NAME, not ${API_KEY_ENV}",
+    )
+    audit.add_argument("--concurrency", type=positive_int, default=4, help="Requests in flight (default: 4)")
+    audit.add_argument("--alpha", type=alpha, default=0.05, help="The tests' alpha (default: 0.05)")
+    audit.add_argument(
+        "--margin",
+        type=margin_points,
+        default=10.0,
+        help="At temperature > 0, the points within which the scores agree (default: 10)",
+    )
+    audit.add_argument(
+        "--results-dir", type=Path, default=Path("results"), help="Where shapes are stored (default: results)"
+    )
+    audit.add_argument("--format", choices=("text", "json"), default="text", help="Report format (default: text)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -254,6 +350,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _parsers(arguments)
     if arguments.command == "plan":
         return _plan(arguments)
+    if arguments.command == "keygen":
+        return _keygen(arguments)
+    if arguments.command == "sign":
+        return _sign(arguments)
+    if arguments.command == "audit":
+        return _audit(arguments)
     return 2
 
 
@@ -343,6 +445,9 @@ def _matrix(arguments: argparse.Namespace) -> int:
     from k3conformance.gate.settings import GateSettings
     from k3conformance.runs.stored import BaselineError, load_run
 
+    trusted = _trusted_keys(arguments)
+    if isinstance(trusted, int):
+        return trusted
     try:
         baseline = load_run(arguments.baseline, arguments.results_dir)
         settings = GateSettings.from_options(arguments)
@@ -357,7 +462,7 @@ def _matrix(arguments: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    matrix = build_matrix(baseline, candidates, arguments.results_dir, settings)
+    matrix = build_matrix(baseline, candidates, arguments.results_dir, settings, trusted)
     if arguments.format == "json":
         print(json.dumps(matrix_document(matrix), indent=2, sort_keys=True, default=str))
     elif arguments.format == "markdown":
@@ -378,6 +483,9 @@ def _compare(arguments: argparse.Namespace) -> int:
     from k3conformance.gate.settings import GateSettings
     from k3conformance.runs.stored import BaselineError, check_not_the_baseline, check_same_datasets, load_run
 
+    trusted = _trusted_keys(arguments)
+    if isinstance(trusted, int):
+        return trusted
     try:
         baseline = load_run(arguments.baseline, arguments.results_dir)
         candidate = load_run(arguments.candidates[0], arguments.results_dir, baseline=False)
@@ -390,6 +498,10 @@ def _compare(arguments: argparse.Namespace) -> int:
     settings = GateSettings.from_options(arguments)
     # A run gated sequentially is re-gated by replaying its rule against this baseline and these settings.
     result = gate_stored(baseline, candidate, settings)
+    if trusted is not None:
+        from k3conformance.gate.signed import require_signed
+
+        require_signed(result, [baseline, candidate], trusted)
     if arguments.format == "json":
         print(json_report(result))
     elif arguments.format == "markdown":
@@ -399,6 +511,116 @@ def _compare(arguments: argparse.Namespace) -> int:
     if arguments.write and candidate.path is not None:
         write_reports(result, candidate.path.parent, baseline.summary, candidate.summary)
     return 1 if result.fails() else 0
+
+
+def _trusted_keys(arguments: argparse.Namespace) -> list[Any] | int | None:
+    """The public keys --require-signed names (None without it), or the exit status 2 of bad input."""
+    if not arguments.require_signed:
+        return None
+    from k3conformance.runs.signature import KeyFileError, SigningUnavailable, load_public_keys
+
+    try:
+        return list(load_public_keys(arguments.require_signed))
+    except (SigningUnavailable, KeyFileError) as error:
+        print(f"k3conformance {arguments.command}: {error}", file=sys.stderr)
+        return 2
+
+
+def _keygen(arguments: argparse.Namespace) -> int:
+    from k3conformance.runs.signature import SigningUnavailable, generate_keys
+
+    try:
+        key_id = generate_keys(arguments.private, arguments.public)
+    except (SigningUnavailable, OSError) as error:
+        print(f"k3conformance keygen: {error}", file=sys.stderr)
+        return 2
+    print(f"key {key_id}: private key {arguments.private} (keep it; mode 600), public key {arguments.public}")
+    return 0
+
+
+def _sign(arguments: argparse.Namespace) -> int:
+    from k3conformance.gate.evidence import judged_on_records
+    from k3conformance.runs.records import STATUS_COMPLETE
+    from k3conformance.runs.signature import (
+        SIGNATURE_FILE,
+        KeyFileError,
+        SigningUnavailable,
+        load_private_key,
+        sign_run,
+    )
+    from k3conformance.runs.stored import BaselineError, load_run
+
+    try:
+        key = load_private_key(arguments.key)
+        run = load_run(arguments.run, arguments.results_dir, baseline=False)
+    except (SigningUnavailable, KeyFileError, BaselineError) as error:
+        print(f"k3conformance sign: {error}", file=sys.stderr)
+        return 2
+    run_dir = run.run_dir
+    if run_dir is None or run.summary["status"] != STATUS_COMPLETE:
+        print(
+            f"k3conformance sign: {run.label} is {run.summary['status']}: only a complete run is signed",
+            file=sys.stderr,
+        )
+        return 2
+    problems = judged_on_records(run).problems
+    if problems:
+        print(f"k3conformance sign: not signed, its evidence does not hold: {problems[0]}", file=sys.stderr)
+        return 2
+    document = sign_run(run_dir, key)
+    print(f"signed {run.label} with key {document['key_id']}: {run_dir / SIGNATURE_FILE}")
+    return 0
+
+
+def _audit(arguments: argparse.Namespace) -> int:
+    import secrets
+
+    from k3conformance.audit.replay import Transport
+    from k3conformance.audit.spot_check import audit, json_text, text_lines
+    from k3conformance.endpoint.errors import EndpointError
+    from k3conformance.endpoint.url import is_reference, parse_reference_profile
+    from k3conformance.gate.evidence import judged_on_records
+    from k3conformance.runs.records import STATUS_COMPLETE
+    from k3conformance.runs.stored import BaselineError, load_run
+
+    if is_reference(arguments.endpoint):
+        try:
+            _profile_name(parse_reference_profile(arguments.endpoint))
+        except argparse.ArgumentTypeError as error:
+            print(f"k3conformance audit: {error}", file=sys.stderr)
+            return 2
+    variable = arguments.api_key_env or API_KEY_ENV
+    api_key = os.environ.get(variable) or None
+    if arguments.api_key_env and api_key is None:
+        print(f"k3conformance audit: --api-key-env names ${variable}, which is not set (or empty)", file=sys.stderr)
+        return 2
+    try:
+        run = load_run(arguments.run, arguments.results_dir, baseline=False)
+    except BaselineError as error:
+        print(f"k3conformance audit: {error}", file=sys.stderr)
+        return 2
+    if run.summary["status"] != STATUS_COMPLETE:
+        print(f"k3conformance audit: {run.label} is {run.summary['status']}: audit a complete run", file=sys.stderr)
+        return 2
+    problems = judged_on_records(run).problems
+    if problems:
+        print(
+            f"k3conformance audit: its evidence does not hold, nothing to check it against: {problems[0]}",
+            file=sys.stderr,
+        )
+        return 2
+    seed = arguments.seed if arguments.seed is not None else secrets.randbelow(2**31)
+    transport = Transport(arguments.endpoint, api_key, arguments.model, arguments.concurrency)
+    try:
+        result = audit(run, transport, arguments.items, seed, arguments.alpha, arguments.margin)
+    except EndpointError as error:
+        print(f"k3conformance audit: {error}", file=sys.stderr)
+        return 2
+    if isinstance(result, str):
+        print(f"k3conformance audit: {result}", file=sys.stderr)
+        return 2
+    print(json_text(result) if arguments.format == "json" else "\n".join(text_lines(result)))
+    return result.exit_status()
 
 
 def _serve(arguments: argparse.Namespace) -> int:

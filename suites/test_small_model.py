@@ -20,20 +20,13 @@ import pytest
 
 from k3conformance import ItemScore, Probe, ProbeResult, Settings, parametrize_probes
 from k3conformance.datasets.small_model_items import (
-    DAYS,
     GENERATOR_SEED,
     LONG_RULES,
     SmallModelItem,
     generate_items,
     items_digest,
 )
-from k3conformance.scoring.long_answers import (
-    LongScore,
-    score_distinct_lines,
-    score_number_run,
-    score_word_count,
-    score_word_run,
-)
+from k3conformance.scoring.long_answers import score_long_answer
 from k3conformance.scoring.math_answers import score_gsm8k
 
 SUITE = "small_model"
@@ -69,17 +62,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     parametrize_probes(metafunc, "test_small_model_answer", _probes)
 
 
-def _score_long(rule: str, gold: str, content: str | None) -> LongScore:
-    if rule == "number-run":
-        return score_number_run(gold, content)
-    if rule == "word-run":
-        return score_word_run(gold, DAYS, content)
-    if rule == "distinct-lines":
-        return score_distinct_lines(int(gold), content)
-    word, count = gold.split()
-    return score_word_count(word, int(count), content)
-
-
 def test_small_model_answer(probe: Probe, k3_result: ProbeResult, k3_score: ItemScore) -> None:
     gold, rule = probe.data["answer"], probe.data["rule"]
     for completion in k3_result.completions("answer"):
@@ -93,7 +75,7 @@ def test_small_model_answer(probe: Probe, k3_result: ProbeResult, k3_score: Item
                 gold=gold,
             )
         else:
-            long = _score_long(rule, gold, completion.content)
+            long = score_long_answer(rule, gold, completion.content)
             k3_score.add_completion(
                 completion, float(long.correct), answered=long.given > 0, given=long.given, gold=gold
             )

@@ -108,6 +108,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("gate",),
     ("gate.sequential",),
     ("gate.report",),
+    ("audit",),
     ("run",),
     ("plugin",),
     ("cli",),

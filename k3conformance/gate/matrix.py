@@ -11,6 +11,7 @@ candidate's gate fails in the chosen mode, else 0 (2 on bad input, as `compare`)
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,11 @@ from typing import Any
 from tabulate import tabulate
 
 from k3conformance.gate.settings import GateSettings
+from k3conformance.gate.signed import require_signed
 from k3conformance.gate.suite_verdicts import SEVERITY, GateVerdicts, SuiteVerdict, suite_verdicts
 from k3conformance.gate.verdict import GateResult, judge
 from k3conformance.runs.records import SUMMARY_FILE
+from k3conformance.runs.signature import PublicKey
 from k3conformance.runs.stored import BaselineError, StoredRun, check_not_the_baseline, check_same_datasets, load_run
 
 SIMULATOR_NOTE = (
@@ -102,7 +105,15 @@ def candidate_shapes(results_dir: Path, baseline: StoredRun) -> list[str]:
     )
 
 
-def build_matrix(baseline: StoredRun, candidates: list[str], results_dir: Path, settings: GateSettings) -> Matrix:
+def build_matrix(
+    baseline: StoredRun,
+    candidates: list[str],
+    results_dir: Path,
+    settings: GateSettings,
+    trusted: Sequence[PublicKey] | None = None,
+) -> Matrix:
+    """Each candidate gated against `baseline`; with `trusted` keys (--require-signed), each pair's
+    signatures verified too (gate/signed.py)."""
     matrix = Matrix(baseline, settings=settings)
     for reference in candidates:
         try:
@@ -113,6 +124,8 @@ def build_matrix(baseline: StoredRun, candidates: list[str], results_dir: Path, 
             matrix.rows.append(MatrixRow(reference, None, None, None, str(error)))
             continue
         result = gate_stored(baseline, candidate, settings)
+        if trusted is not None:
+            require_signed(result, [baseline, candidate], trusted)
         matrix.rows.append(MatrixRow(candidate.summary["shape"], candidate, result, suite_verdicts(result)))
     return matrix
 

@@ -10,7 +10,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["LongScore", "score_distinct_lines", "score_number_run", "score_word_count", "score_word_run"]
+from k3conformance.datasets.small_model_items import DAYS
+
+__all__ = [
+    "LongScore",
+    "score_distinct_lines",
+    "score_long_answer",
+    "score_number_run",
+    "score_word_count",
+    "score_word_run",
+]
 
 _INTEGER = re.compile(r"-?\d+")
 # A list item's marker: "1.", "2)", "-", "*", "•".
@@ -56,3 +65,16 @@ def score_word_count(word: str, count: int, response: str | None) -> LongScore:
     """The word, as a whole word in any case, exactly `count` times."""
     given = len(re.findall(rf"\b{re.escape(word)}\b", response or "", re.IGNORECASE))
     return LongScore(given == count, given)
+
+
+def score_long_answer(rule: str, gold: str, response: str | None) -> LongScore:
+    """A long small-model answer scored by its item's rule (LONG_RULES): the suite's scorer, and the
+    audit's when it rescores an answer asked again (k3conformance/audit/rescore.py)."""
+    if rule == "number-run":
+        return score_number_run(gold, response)
+    if rule == "word-run":
+        return score_word_run(gold, DAYS, response)
+    if rule == "distinct-lines":
+        return score_distinct_lines(int(gold), response)
+    word, count = gold.split()
+    return score_word_count(word, int(count), response)
