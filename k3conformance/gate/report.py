@@ -70,14 +70,19 @@ def _rate_rows(result: GateResult) -> list[list[str]]:
                 [
                     suite,
                     name,
-                    f"{rate.baseline_events}/{rate.baseline_items} ({percent(rate.baseline_rate)})",
-                    f"{rate.candidate_events}/{rate.candidate_items} ({percent(rate.candidate_rate)})",
-                    f"{rate.p_value:.2g}",
+                    f"{_events(rate.baseline_events)}/{rate.baseline_items} ({percent(rate.baseline_rate)})",
+                    f"{_events(rate.candidate_events)}/{rate.candidate_items} ({percent(rate.candidate_rate)})",
+                    f"{rate.p_value:.2g}" + ("" if rate.test == "fisher" else f" ({rate.test})"),
                     percent(rate.floor),
                     rate.verdict,
                 ]
             )
     return rows
+
+
+def _events(count: float) -> str:
+    """Whole items as they are; an estimate over different sample counts to a tenth."""
+    return f"{count:.0f}" if float(count).is_integer() else f"{count:.1f}"
 
 
 _ACCURACY_HEADERS = [
@@ -150,7 +155,11 @@ def _sections(result: GateResult, table_format: str) -> list[tuple[str, list[str
     if rates:
         table = tabulate(_cells(rates, clean), headers=_RATE_HEADERS, tablefmt=table_format)
         blocks.append(
-            ("Looping and truncation (one-sided Fisher exact test; items with it in any sample)", table.splitlines())
+            (
+                "Looping and truncation (one-sided Fisher exact test; items with it in any sample; a paired t "
+                "test where the runs took different samples of an item)",
+                table.splitlines(),
+            )
         )
     if result.regressions:
         lines = [

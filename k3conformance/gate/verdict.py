@@ -54,7 +54,7 @@ from k3conformance.stats.paired import (
     PASS,
     RateComparison,
     ScoreComparison,
-    compare_rates,
+    compare_rates_by_item,
     compare_scores,
     holm,
 )
@@ -367,10 +367,11 @@ def _compare_suite(
         return
     result.accuracy[suite] = comparison
     for name, event in RATE_EVENTS.items():
-        rate = compare_rates(
+        before_counts = baseline.event_samples(suite, event, compared)
+        after_counts = candidate.event_samples(suite, event, compared)
+        rate = compare_rates_by_item(
             name,
-            baseline.event_count(suite, event, compared),
-            candidate.event_count(suite, event, compared),
+            [(before_counts[item], after_counts[item]) for item in sorted(compared)],
             floor=settings.floor_of(name),
             alpha=settings.alpha,
             margin=settings.margin_of(suite),

@@ -755,9 +755,11 @@ def carries_strict_schema(body: Mapping[str, Any]) -> bool:
 # planned by the healthy model) and for the context, and the larger risk applies.
 # The simulator's outputs are far shorter than K3's (600 words of reasoning at effort max
 # where K3 thinks for thousands of tokens), so the output bounds are on the simulator's
-# scale, a choice: above every math answer it writes (at most about 730 tokens) and below
-# the agent turns that write a whole module (2,000 and more with the drafts in their
-# thinking); every simulated output over 2,000 tokens loops, standing for K3's 50K.
+# scale, a choice: above every authored math answer and HumanEval-sized function it writes
+# (at most about 730 tokens) and below the agent turns that write a whole module (2,000 and
+# more with the drafts in their thinking); every simulated output over 2,000 tokens loops,
+# standing for K3's 50K. The MATH pool's longest worked solutions (up to about 1,100 tokens
+# with the reasoning) are over the onset and loop now and then: the length decides.
 # Prompts are built at their real length, so the context bounds are K3's own.
 LOOP_OUTPUT_TOKENS = (800, 2_000)
 LOOP_CONTEXT_TOKENS = (24_000, 40_000)

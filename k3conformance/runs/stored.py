@@ -98,6 +98,11 @@ class StoredRun:
         scores = self.suites[suite]["scores"]
         return sum(scores[item][event] > 0 for item in items), len(items)
 
+    def event_samples(self, suite: str, event: str, items: set[str]) -> dict[str, tuple[int, int]]:
+        """Of each of `items`, (samples with the event, samples)."""
+        scores = self.suites[suite]["scores"]
+        return {item: (int(scores[item][event]), int(scores[item]["samples"])) for item in items}
+
     def scored_suites(self) -> set[str]:
         return {name for name, suite in self.suites.items() if suite.get("scores")}
 

@@ -49,9 +49,12 @@ def test_megamoe_fails_on_accuracy_and_looping_and_deepep_does_not_fail(pytester
     looping = megamoe["rates"]["agentic_coding"]["looping"]
     assert looping["verdict"] == "FAIL" and looping["baseline_events"] == 0
     assert looping["candidate_events"] >= accuracy["baseline_only_right"]
-    # Math's outputs are short, under the loop's onset: answered exactly as on tp8.
-    assert megamoe["accuracy"]["math"]["difference"] == 0.0
-    assert megamoe["rates"]["math"]["looping"]["candidate_events"] == 0
+    # Math's outputs are mostly under the loop's onset; the few long worked solutions over it
+    # can loop (the length decides, not the suite), and only those are lost: math looks fine.
+    math = megamoe["accuracy"]["math"]
+    assert math["verdict"] != "FAIL" and math["candidate_only_right"] == 0
+    math_loops = megamoe["rates"]["math"]["looping"]["candidate_events"]
+    assert math["baseline_only_right"] <= math_loops <= 0.02 * math["items"]
 
     deepep = gate_of(pytester, "ep32-deepep")
     # Not a FAIL; INCONCLUSIVE still fails the session, as strict mode (the default) says.

@@ -403,10 +403,8 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
     "skipped-think-as-reasoning": {
         "reasoning/answer_follows_reasoning[plain]",
         "reasoning/answer_follows_reasoning[stream]",
-        "structured_output/response_format_json_schema[plain]",
-        "structured_output/response_format_json_schema[stream]",
-        "structured_output/response_format_json_schema_non_strict[plain]",
-        "structured_output/response_format_json_schema_non_strict[stream]",
+        "reasoning/multi_turn_with_reasoning_history[plain]",
+        "reasoning/multi_turn_with_reasoning_history[stream]",
         "tool_calls/round_trip_uses_tool_result[plain]",
         "tool_calls/round_trip_uses_tool_result[stream]",
     },
