@@ -434,11 +434,17 @@ def _rate_finding(suite: str, rate: RateComparison) -> Finding | None:
             INCONCLUSIVE,
             f"{change}, above the {rate.floor:.0%} floor and not shown to be higher (adjusted p = "
             f"{rate.adjusted_p_value:.2g}), and up to {rate.upper:.1%} cannot be ruled out "
-            f"(floor + margin {rate.floor + rate.margin:.0%})",
+            f"({_material_bar(rate)})",
             suite,
             ABOUT_RATE,
         )
     return None
+
+
+def _material_bar(rate: RateComparison) -> str:
+    if rate.baseline_rate > rate.floor:
+        return f"the baseline's {rate.baseline_rate:.1%} + margin {rate.margin:.0%}: {rate.material:.1%}"
+    return f"floor + margin {rate.material:.0%}"
 
 
 def _conformance_suites(baseline: StoredRun, candidate: StoredRun) -> set[str]:

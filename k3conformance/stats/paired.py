@@ -420,6 +420,10 @@ class RateComparison:
     def candidate_rate(self) -> float:
         return self.candidate_events / self.candidate_items if self.candidate_items else 0.0
 
+    @property
+    def material(self) -> float:
+        return material_rate(self.floor, self.baseline_rate, self.margin)
+
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "baseline_rate": self.baseline_rate, "candidate_rate": self.candidate_rate}
 
@@ -442,7 +446,7 @@ def compare_rates(
     """FAIL when the candidate's rate is significantly higher (one-sided Fisher exact test)
     and above the absolute floor: a significant rise from 0.1% to 0.3% is not a regression
     anyone should stop a release for. INCONCLUSIVE when it is not FAIL, the rate rose, and
-    its upper bound is above floor + margin: a material rate cannot be ruled out. PASS
+    its upper bound is above `material_rate`: a material rate cannot be ruled out. PASS
     otherwise."""
     base_events, base_items = baseline
     cand_events, cand_items = candidate
@@ -529,9 +533,16 @@ def _rate_verdict(
 ) -> Verdict:
     if p_value <= alpha and rate > floor:
         return FAIL
-    if rate > base_rate and upper > floor + margin:
+    if rate > base_rate and upper > material_rate(floor, base_rate, margin):
         return INCONCLUSIVE
     return PASS
+
+
+def material_rate(floor: float, base_rate: float, margin: float) -> float:
+    """The rate a rise not shown must rule out: the margin over the floor, or over the baseline's
+    own rate where that is higher (as the sequential monitors' null, `monitored_floor`): a
+    baseline that truncates 68% of its items is not a deployment a 5% floor can judge."""
+    return max(floor, base_rate) + margin
 
 
 def _rate_upper_bound(events: int, items: int, alpha: float) -> float:
