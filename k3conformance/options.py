@@ -380,7 +380,10 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
     OptionSpec("temperature", temperature, 1.0, "Sampling temperature (default: 1.0, the model card's)"),
     OptionSpec("top_p", top_p, 0.95, "Nucleus sampling top_p (default: 0.95, the model card's)"),
     OptionSpec(
-        "seed", non_negative_int, 1234, "The run's seed: each sample of each item is requested with a seed drawn from it, the item and the sample (default: 1234)"
+        "seed",
+        non_negative_int,
+        1234,
+        "The run's seed: each sample of each item is requested with a seed drawn from it, the item and the sample (default: 1234)",
     ),
     OptionSpec(
         "strict_reasoning_field",

@@ -496,7 +496,18 @@ def compare_rates_by_item(
     base_rate = sum(baseline) / items if items else 0.0
     verdict = _rate_verdict(p_value, rate, base_rate, upper, floor, margin, alpha)
     return RateComparison(
-        name, sum(baseline), items, sum(candidate), items, p_value, p_value, upper, floor, margin, alpha, verdict,
+        name,
+        sum(baseline),
+        items,
+        sum(candidate),
+        items,
+        p_value,
+        p_value,
+        upper,
+        floor,
+        margin,
+        alpha,
+        verdict,
         test="paired t",
     )
 
