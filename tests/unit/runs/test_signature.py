@@ -159,3 +159,30 @@ def test_without_the_sign_extra_each_command_says_how_to_install_it(
     assert all(
         "signing needs the `sign` extra" in line and "pip install 'k3conformance[sign]'" in line for line in errors
     )
+
+
+def test_the_matrix_requires_a_signature_of_each_candidate_and_names_the_unsigned_one(
+    tmp_path: Path, keys: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    private, public = keys
+    results = tmp_path / "results"
+    base, signed = _pair(results)
+    document = json.loads((signed / "summary.json").read_text())
+    document.update(run_id="run-unsigned", started_at="2026-12-01T06:00:00+00:00")
+    document.pop("records_chain", None)
+    unsigned = Path(write_run(results / "cand-unsigned" / "run-unsigned", document))
+    for run in (base, signed):
+        assert cli_main(["sign", str(run), "--key", str(private)]) == 0
+    capsys.readouterr()
+    arguments = ["matrix", str(base), str(signed), str(unsigned), "--gate", "warn", "--format", "json"]
+    assert cli_main([*arguments, "--require-signed", str(public)]) == 1
+    rows = {row["run"]: row for row in json.loads(capsys.readouterr().out)["rows"]}
+    # The signed candidate is judged as without the requirement; the unsigned one cannot be.
+    assert cli_main(arguments) == 0
+    unrequired = {row["run"]: row for row in json.loads(capsys.readouterr().out)["rows"]}
+    signed_run, unsigned_run = (
+        next(run for run in rows if run.endswith(name)) for name in ("run-again", "run-unsigned")
+    )
+    assert rows[signed_run]["verdict"] == unrequired[signed_run]["verdict"] != "INCOMPLETE"
+    assert rows[unsigned_run]["verdict"] == "INCOMPLETE" != unrequired[unsigned_run]["verdict"]
+    assert "not signed" in json.dumps(rows[unsigned_run])
