@@ -32,6 +32,9 @@ EFFORTS: tuple[Effort, ...] = ("low", "high", "max")
 THINK_MODES: tuple[ThinkMode, ...] = ("opensource", "kimi")
 # The agentic suite's tool sets (agent/tools.py TOOLSETS).
 AGENT_TOOLSETS = ("all", "shell")
+# What the agentic suite asks of each turn: `auto` leaves the call to the model, `required` asks
+# the server to hold it to one (a real agent's lever for a model that answers in prose).
+AGENT_TOOL_CHOICES = ("auto", "required")
 
 _SHAPE_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -223,6 +226,8 @@ COMPARED_SETTINGS: tuple[str, ...] = (
     "agent_tokens",
     "agent_wall_time",
     "agent_tools",
+    "agent_tool_choice",
+    "agent_thinking",
     "context_lengths",
 )
 
@@ -599,6 +604,20 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "and OpenHands give them) (default: all)",
     ),
     OptionSpec(
+        "agent_tool_choice",
+        choice(*AGENT_TOOL_CHOICES),
+        "auto",
+        "tool_choice of every agentic coding turn: 'auto' (the model decides; not sent) or 'required' (the "
+        "server must hold each turn to a tool call; finish is a tool, so a task can still end) (default: auto)",
+    ),
+    OptionSpec(
+        "agent_thinking",
+        boolean,
+        True,
+        "Thinking in agentic coding turns: on, or off (every turn sends thinking disabled in --k3-think-mode's "
+        "form) (default: on)",
+    ),
+    OptionSpec(
         "agent_unisolated",
         boolean,
         False,
@@ -671,6 +690,8 @@ class Settings:
     agent_tokens: int
     agent_wall_time: float
     agent_tools: str
+    agent_tool_choice: str
+    agent_thinking: bool
     agent_unisolated: bool
     agent_instances: tuple[str, ...]
     # Derived, not an option: where the key came from, for the header and the errors (never the key).

@@ -22,7 +22,7 @@ from _pytest.mark.structures import ParameterSet
 
 from k3conformance import Exchange, ItemScore, Probe, ProbeResult, Settings, settings_of
 from k3conformance.agent.isolation import agent_isolation
-from k3conformance.agent.loop import AgentBudget, AgentRun, run_agent
+from k3conformance.agent.loop import AgentBudget, AgentRun, TurnAsk, run_agent
 from k3conformance.agent.pool_tasks import load_pool_tasks, pool_dir
 from k3conformance.agent.swebench import Refused, load_instances
 from k3conformance.agent.tasks import AgentTask, TaskSet, load_tasks
@@ -61,7 +61,8 @@ def _probe(tasks: TaskSet, task: AgentTask | Refused) -> Probe:
         )
         toolset = TOOLSETS[settings.agent_tools]
         workspace = Workspace(task.start, sandbox_pool())
-        exchange.note("agent", await run_agent(exchange, task, workspace, budget, toolset))
+        ask = TurnAsk(settings.agent_tool_choice, settings.agent_thinking, settings.think_mode)
+        exchange.note("agent", await run_agent(exchange, task, workspace, budget, toolset, ask))
 
     if isinstance(task, Refused):
         return Probe(SUITE, task.instance_id, conversation=conversation, max_tokens=MAX_TOKENS, kind="bugfix",

@@ -28,6 +28,7 @@ from k3conformance.agent.tasks import AgentTask
 from k3conformance.agent.tools import FINISH, TOOLSETS, Toolset, Workspace
 from k3conformance.endpoint.completion import Completion
 from k3conformance.probes.probe import Exchange
+from k3conformance.probes.request_body import thinking_fields
 from k3conformance.scoring.call_matching import parse_arguments, schema_errors
 from k3conformance.scoring.repetition import detect_output
 from k3conformance.xtml.markup import find_markup
@@ -52,6 +53,27 @@ class AgentBudget:
     calls_per_turn: int = CALLS_PER_TURN
     # The largest request body the loop sends (JSON bytes); a larger one ends the task.
     request_bytes: int = REQUEST_BYTES
+
+
+@dataclass(frozen=True)
+class TurnAsk:
+    """What every turn's request asks beyond the conversation and the tools
+    (`--k3-agent-tool-choice`, `--k3-agent-thinking`)."""
+
+    # "auto" is not sent: the body stays what it was before the option existed.
+    tool_choice: str = "auto"
+    thinking: bool = True
+    # The form thinking is switched off in (--k3-think-mode).
+    think_mode: str = "opensource"
+
+    def fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
+        if self.tool_choice != "auto":
+            fields["tool_choice"] = self.tool_choice
+        if not self.thinking:
+            # Replaces the plugin's thinking parameters (request_body.build_body applies the probe's last).
+            fields.update(thinking_fields(self.think_mode, enabled=False))
+        return fields
 
 
 @dataclass
@@ -135,7 +157,12 @@ def turn_step(turn: int) -> str:
 
 
 async def run_agent(
-    exchange: Exchange, task: AgentTask, workspace: Workspace, budget: AgentBudget, toolset: Toolset = TOOLSETS["all"]
+    exchange: Exchange,
+    task: AgentTask,
+    workspace: Workspace,
+    budget: AgentBudget,
+    toolset: Toolset = TOOLSETS["all"],
+    ask: TurnAsk = TurnAsk(),
 ) -> AgentRun:
     run = AgentRun(task.id, task.kind, task.difficulty)
     messages: list[dict[str, Any]] = [
@@ -160,6 +187,7 @@ async def run_agent(
             "tools": list(toolset.specs),
             "stream": True,
             "max_tokens": min(budget.max_tokens_per_turn, left),
+            **ask.fields(),
         }
         if len(json.dumps(body, ensure_ascii=False).encode()) > budget.request_bytes:
             run.stop_reason = "request size"

@@ -72,6 +72,8 @@ _PROVENANCE_SETTINGS = (
     "agent_tokens",
     "agent_wall_time",
     "agent_tools",
+    "agent_tool_choice",
+    "agent_thinking",
     "context_lengths",
     "cache_prompt_words",
     # The sequential plan's options: compare's replay recomputes the run's design from the baseline with them.

@@ -49,6 +49,8 @@ SETTINGS: dict[str, Any] = {
     "agent_tokens": 262144,
     "agent_wall_time": 3600.0,
     "agent_tools": "all",
+    "agent_tool_choice": "auto",
+    "agent_thinking": True,
     "context_lengths": [8000, 32000, 128000],
     "looks": 5,
     "max_items": None,

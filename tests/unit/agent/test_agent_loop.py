@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from k3conformance.agent.loop import AgentBudget, run_agent
+from k3conformance.agent.loop import AgentBudget, TurnAsk, run_agent
 from k3conformance.agent.tasks import load_tasks
 from k3conformance.agent.tools import RESULT_CHARS, TOOLSETS, HiddenTests, ToolResult, Workspace
 from k3conformance.endpoint.completion import Completion
@@ -123,3 +123,15 @@ def test_the_shell_toolset_offers_only_the_shell_the_editor_and_finish() -> None
 def test_the_toolsets_are_the_options_choices() -> None:
     assert tuple(TOOLSETS) == AGENT_TOOLSETS
     assert TOOLSETS["all"].by_name.keys() >= TOOLSETS["shell"].by_name.keys()
+
+
+
+def test_turn_ask_sends_tool_choice_and_thinking_off_only_when_asked() -> None:
+    # The default adds nothing: a run without the options sends the bodies it sent before them.
+    assert TurnAsk().fields() == {}
+    assert TurnAsk("required").fields() == {"tool_choice": "required"}
+    assert TurnAsk(thinking=False).fields() == {"chat_template_kwargs": {"thinking": False}}
+    assert TurnAsk("required", False, "kimi").fields() == {
+        "tool_choice": "required",
+        "thinking": {"type": "disabled"},
+    }
