@@ -125,7 +125,6 @@ def test_the_toolsets_are_the_options_choices() -> None:
     assert TOOLSETS["all"].by_name.keys() >= TOOLSETS["shell"].by_name.keys()
 
 
-
 def test_turn_ask_sends_tool_choice_and_thinking_off_only_when_asked() -> None:
     # The default adds nothing: a run without the options sends the bodies it sent before them.
     assert TurnAsk().fields() == {}
