@@ -70,8 +70,8 @@ def _rate_rows(result: GateResult) -> list[list[str]]:
                 [
                     suite,
                     name,
-                    f"{_events(rate.baseline_events)}/{rate.baseline_items} ({percent(rate.baseline_rate)})",
-                    f"{_events(rate.candidate_events)}/{rate.candidate_items} ({percent(rate.candidate_rate)})",
+                    _rate_cell(rate.baseline_events, rate.baseline_items, rate.baseline_rate, rate.test),
+                    _rate_cell(rate.candidate_events, rate.candidate_items, rate.candidate_rate, rate.test),
                     f"{rate.p_value:.2g}" + ("" if rate.test == "fisher" else f" ({rate.test})"),
                     percent(rate.floor),
                     rate.verdict,
@@ -80,9 +80,11 @@ def _rate_rows(result: GateResult) -> list[list[str]]:
     return rows
 
 
-def _events(count: float) -> str:
-    """Whole items as they are; an estimate over different sample counts to a tenth."""
-    return f"{count:.0f}" if float(count).is_integer() else f"{count:.1f}"
+def _rate_cell(events: float, items: int, rate: float, test: str) -> str:
+    """Items with the event out of the items (one sample each), else the share of the outputs."""
+    if test == "fisher":
+        return f"{events:.0f}/{items} ({percent(rate)})"
+    return f"{percent(rate)} of outputs"
 
 
 _ACCURACY_HEADERS = [
@@ -156,8 +158,8 @@ def _sections(result: GateResult, table_format: str) -> list[tuple[str, list[str
         table = tabulate(_cells(rates, clean), headers=_RATE_HEADERS, tablefmt=table_format)
         blocks.append(
             (
-                "Looping and truncation (one-sided Fisher exact test; items with it in any sample; a paired t "
-                "test where the runs took different samples of an item)",
+                "Looping and truncation (one-sided Fisher exact test on the items with it at one sample an "
+                "item; with more, a paired t test on the share of each item's outputs)",
                 table.splitlines(),
             )
         )

@@ -387,10 +387,10 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 @dataclass(frozen=True)
 class RateComparison:
-    """How often something bad happens (looping, truncation), candidate against baseline:
-    items where it happened in at least one sample, out of the items. Where the two runs took
-    different numbers of samples of an item, its events are the chance of the event in as many
-    samples as the smaller side took (`any_in_samples`), so the counts may be fractional."""
+    """How often something bad happens (looping, truncation), candidate against baseline: with
+    one sample per item, the items where it happened, out of the items; with more
+    (`compare_rates_by_item`), the sum over items of the share of each item's outputs with it,
+    so the counts may be fractional."""
 
     name: str
     baseline_events: float
@@ -408,8 +408,8 @@ class RateComparison:
     margin: float
     alpha: float
     verdict: Verdict
-    # "fisher" on items with the event (the same samples per item on both sides), or "paired t"
-    # on each item's chance of the event at the smaller side's samples (different samples).
+    # "fisher" on items with the event (one sample per item on both sides), or "paired t" on the
+    # share of each item's outputs with it (more samples).
     test: str = "fisher"
 
     @property
@@ -471,25 +471,23 @@ def compare_rates_by_item(
 ) -> RateComparison:
     """`compare_rates` on items given as ((baseline events, samples), (candidate events, samples)).
 
-    With the same samples of every item on both sides, Fisher's exact test on the items with
-    the event in any sample. Otherwise "in any sample" is not comparable: an item truncated in
-    68% of its outputs is truncated somewhere in 4 samples 99% of the time and in 8 samples
-    almost always, so a candidate sampled 8 times against a baseline sampled 4 looked worse by
-    construction (an A/A pair on llama.cpp at temperature 1 FAILed on truncation, 233 of 342
-    items against 301). Each item then counts as its chance of the event in the smaller side's
-    samples, estimated without bias from either side's counts, and the rise is tested with a
-    one-sided paired t test on those per-item chances (items are the independent units)."""
-    if all(base[1] == cand[1] for base, cand in counts):
+    With one sample of every item on both sides, Fisher's exact test on the items with the event.
+    With more, the rate is the share of an item's outputs with the event, averaged over the items,
+    and the rise is tested with a one-sided paired t test on those per-item shares (items are the
+    independent units; the pairing takes out how much items differ). "Items with it in any
+    sample" was not comparable across sample counts: an item truncated in a third of its outputs
+    is truncated somewhere in 4 samples 80% of the time and in 8 samples 96%, so a candidate at 8
+    samples looked worse than a baseline at 4 by construction (an A/A pair on llama.cpp at
+    temperature 1 FAILed on truncation, 233 of 342 items against 301), and a candidate at 1
+    sample hid a rise behind a baseline's 4."""
+    if all(base[1] == cand[1] == 1 for base, cand in counts):
         base_events = sum(base[0] > 0 for base, _ in counts)
         cand_events = sum(cand[0] > 0 for _, cand in counts)
         return compare_rates(
             name, (base_events, len(counts)), (cand_events, len(counts)), floor=floor, alpha=alpha, margin=margin
         )
-    baseline, candidate = [], []
-    for (base_hits, base_samples), (cand_hits, cand_samples) in counts:
-        common = min(base_samples, cand_samples)
-        baseline.append(any_in_samples(base_hits, base_samples, common))
-        candidate.append(any_in_samples(cand_hits, cand_samples, common))
+    baseline = [hits / samples if samples else 0.0 for (hits, samples), _ in counts]
+    candidate = [hits / samples if samples else 0.0 for _, (hits, samples) in counts]
     items = len(counts)
     p_value, upper = _paired_rise(baseline, candidate, alpha)
     rate = sum(candidate) / items if items else 0.0
@@ -510,14 +508,6 @@ def compare_rates_by_item(
         verdict,
         test="paired t",
     )
-
-
-def any_in_samples(events: int, samples: int, taken: int) -> float:
-    """The chance that `taken` of an item's `samples` samples, drawn without replacement, hold
-    at least one of its `events`: unbiased for the chance of the event in `taken` fresh samples."""
-    if taken <= 0 or samples <= 0:
-        return 0.0
-    return 1.0 - math.comb(samples - events, taken) / math.comb(samples, taken)
 
 
 def _paired_rise(baseline: Sequence[float], candidate: Sequence[float], alpha: float) -> tuple[float, float]:
