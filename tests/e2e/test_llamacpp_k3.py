@@ -200,6 +200,22 @@ STOP_REASONS = {
 }
 
 
+def _answered_calls(
+    responses: dict[tuple[str, str], dict[str, Any]], outcome: dict[str, Any]
+) -> list[tuple[dict[str, Any], str]]:
+    """Every tool call of a task's turns but the last, with the result that the next request sent
+    back under the call's id; asserts that each call was answered so."""
+    agent: dict[str, Any] = outcome["score"]["details"][0]["agent"]
+    answered: list[tuple[dict[str, Any], str]] = []
+    for earlier, later in itertools.pairwise(agent["turns"]):
+        messages = responses[(outcome["item"], later["step"])]["request"]["messages"]
+        results = {message.get("tool_call_id"): message["content"] for message in messages if message["role"] == "tool"}
+        calls = responses[(outcome["item"], earlier["step"])]["response"]["tool_calls"] or []
+        assert all(results.get(call["id"]) for call in calls), (calls, results)
+        answered += [(call, results[call["id"]]) for call in calls]
+    return answered
+
+
 def test_agent_loop_turns_are_executed_recorded_and_classified(tmp_path_factory: pytest.TempPathFactory) -> None:
     project = tmp_path_factory.mktemp("llamacpp-agent")
     run = run_on_llamacpp(project, ["test_agentic_coding.py"], AGENT_RUN_OPTIONS, K3_SETTINGS)
@@ -221,14 +237,7 @@ def test_agent_loop_turns_are_executed_recorded_and_classified(tmp_path_factory:
             assert turn["prompt_tokens"] and isinstance(turn["invalid"], list)
         # Every call the model made was executed in the sandbox and its result sent back in
         # the next request, under the call's id.
-        for earlier, later in itertools.pairwise(agent["turns"]):
-            messages = responses[(outcome["item"], later["step"])]["request"]["messages"]
-            results = {
-                message.get("tool_call_id"): message["content"] for message in messages if message["role"] == "tool"
-            }
-            calls = responses[(outcome["item"], earlier["step"])]["response"]["tool_calls"] or []
-            assert all(results.get(call["id"]) for call in calls), (calls, results)
-            answered += len(calls)
+        answered += len(_answered_calls(responses, outcome))
     # Greedy, SmolLM2 calls list_files on one of the two tasks (observed 2026-12-01): the loop's
     # tool path is exercised against llama.cpp, not only its text path.
     assert answered > 0, run.diagnostics()
@@ -268,11 +277,7 @@ def test_the_shell_toolset_runs_end_to_end_on_llamacpp(tmp_path_factory: pytest.
                 "finish",
             }
             assert record["status"] == "ok" and turn["finish_reason"] == record["response"]["finish_reason"]
-        for earlier, later in itertools.pairwise(agent["turns"]):
-            messages = responses[(outcome["item"], later["step"])]["request"]["messages"]
-            results = {m.get("tool_call_id"): m["content"] for m in messages if m["role"] == "tool"}
-            calls = responses[(outcome["item"], earlier["step"])]["response"]["tool_calls"] or []
-            assert all(results.get(call["id"]) for call in calls), (calls, results)
+        _answered_calls(responses, outcome)
 
 
 def test_gemma3_drives_pool_tasks_through_the_shell_tool(tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -326,13 +331,11 @@ def test_gemma3_drives_pool_tasks_through_the_shell_tool(tmp_path_factory: pytes
             record = responses[(outcome["item"], turn["step"])]
             assert record["request"]["tool_choice"] == "required", record["request"]
             assert record["status"] == "ok" and turn["finish_reason"] == record["response"]["finish_reason"]
-        for earlier, later in itertools.pairwise(agent["turns"]):
-            messages = responses[(outcome["item"], later["step"])]["request"]["messages"]
-            results = {m.get("tool_call_id"): m["content"] for m in messages if m["role"] == "tool"}
-            calls = responses[(outcome["item"], earlier["step"])]["response"]["tool_calls"] or []
-            assert all(results.get(call["id"]) for call in calls), (calls, results)
-            # A bash result that ran ends with the command's exit status (agent/shell_tools.py);
-            # an invalid call is answered with an error instead, and never runs.
-            if any(call["function"]["name"] == "bash" and "[exit status " in results[call["id"]] for call in calls):
-                ran_in_sandbox.add(outcome["item"])
+        # A bash result that ran ends with the command's exit status (agent/shell_tools.py); an
+        # invalid call is answered with an error instead, and never runs.
+        if any(
+            call["function"]["name"] == "bash" and "[exit status " in result
+            for call, result in _answered_calls(responses, outcome)
+        ):
+            ran_in_sandbox.add(outcome["item"])
     assert len(ran_in_sandbox) >= 2, (sorted(ran_in_sandbox), run.diagnostics())
