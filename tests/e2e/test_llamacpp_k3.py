@@ -23,10 +23,10 @@ import json
 from typing import Any
 
 import pytest
-from llamacpp_server import SuiteRun, check_name, run_on_llamacpp, unscored_outcomes
+from llamacpp_server import SuiteRun, check_name, require_gemma3, run_on_llamacpp, unscored_outcomes
 from run_files import summary_of
 
-from k3conformance.deployment.llamacpp_server import K3_NO_REASONING_SETTINGS, K3_SETTINGS, MODEL_ALIAS
+from k3conformance.deployment.llamacpp_server import GEMMA3_ALIAS, K3_NO_REASONING_SETTINGS, K3_SETTINGS, MODEL_ALIAS
 
 SHAPE = "llamacpp-smollm2-k3"
 # One item: SmolLM2 ends its thinking on this one (on others it thinks to the token budget,
@@ -200,6 +200,22 @@ STOP_REASONS = {
 }
 
 
+def _answered_calls(
+    responses: dict[tuple[str, str], dict[str, Any]], outcome: dict[str, Any]
+) -> list[tuple[dict[str, Any], str]]:
+    """Every tool call of a task's turns but the last, with the result that the next request sent
+    back under the call's id; asserts that each call was answered so."""
+    agent: dict[str, Any] = outcome["score"]["details"][0]["agent"]
+    answered: list[tuple[dict[str, Any], str]] = []
+    for earlier, later in itertools.pairwise(agent["turns"]):
+        messages = responses[(outcome["item"], later["step"])]["request"]["messages"]
+        results = {message.get("tool_call_id"): message["content"] for message in messages if message["role"] == "tool"}
+        calls = responses[(outcome["item"], earlier["step"])]["response"]["tool_calls"] or []
+        assert all(results.get(call["id"]) for call in calls), (calls, results)
+        answered += [(call, results[call["id"]]) for call in calls]
+    return answered
+
+
 def test_agent_loop_turns_are_executed_recorded_and_classified(tmp_path_factory: pytest.TempPathFactory) -> None:
     project = tmp_path_factory.mktemp("llamacpp-agent")
     run = run_on_llamacpp(project, ["test_agentic_coding.py"], AGENT_RUN_OPTIONS, K3_SETTINGS)
@@ -221,14 +237,7 @@ def test_agent_loop_turns_are_executed_recorded_and_classified(tmp_path_factory:
             assert turn["prompt_tokens"] and isinstance(turn["invalid"], list)
         # Every call the model made was executed in the sandbox and its result sent back in
         # the next request, under the call's id.
-        for earlier, later in itertools.pairwise(agent["turns"]):
-            messages = responses[(outcome["item"], later["step"])]["request"]["messages"]
-            results = {
-                message.get("tool_call_id"): message["content"] for message in messages if message["role"] == "tool"
-            }
-            calls = responses[(outcome["item"], earlier["step"])]["response"]["tool_calls"] or []
-            assert all(results.get(call["id"]) for call in calls), (calls, results)
-            answered += len(calls)
+        answered += len(_answered_calls(responses, outcome))
     # Greedy, SmolLM2 calls list_files on one of the two tasks (observed 2026-12-01): the loop's
     # tool path is exercised against llama.cpp, not only its text path.
     assert answered > 0, run.diagnostics()
@@ -268,8 +277,65 @@ def test_the_shell_toolset_runs_end_to_end_on_llamacpp(tmp_path_factory: pytest.
                 "finish",
             }
             assert record["status"] == "ok" and turn["finish_reason"] == record["response"]["finish_reason"]
-        for earlier, later in itertools.pairwise(agent["turns"]):
-            messages = responses[(outcome["item"], later["step"])]["request"]["messages"]
-            results = {m.get("tool_call_id"): m["content"] for m in messages if m["role"] == "tool"}
-            calls = responses[(outcome["item"], earlier["step"])]["response"]["tool_calls"] or []
-            assert all(results.get(call["id"]) for call in calls), (calls, results)
+        _answered_calls(responses, outcome)
+
+
+def test_gemma3_drives_pool_tasks_through_the_shell_tool(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # The second real model, where SmolLM2-135M fills no call's arguments validly (docs/llamacpp.md):
+    # Gemma 3 270M (the pretrained checkpoint) behind the same K3 template and llama.cpp's K3
+    # handler, on four real-repository tasks, with tool_choice "required" and thinking off on
+    # every turn (the options a server without a usable think for this model would be run with).
+    # Greedy, it copies the template's example call (`bash` with the example's string argument)
+    # on three of the four tasks (2026-12-04): valid calls, which run in the sandbox (the shell
+    # answers with a syntax error and an exit status) and are answered by id; the loop then stops
+    # as a repeated action. Nothing is solved; what this shows is the shell tool's whole path on
+    # a real server with a real model: request, parsed call, sandboxed run, result, record.
+    model = require_gemma3(tmp_path_factory.mktemp("gemma3-model"))
+    run = run_on_llamacpp(
+        tmp_path_factory.mktemp("llamacpp-gemma3-shell"),
+        ["test_agentic_coding.py"],
+        [
+            "--k3-shape",
+            "llamacpp-gemma3-k3",
+            "--k3-max-tokens",
+            "200",
+            "--k3-temperature",
+            "0",
+            "-m",
+            "agentic_pool",
+            "--k3-limit",
+            "64",
+            "--k3-agent-turns",
+            "3",
+            "--k3-agent-tools",
+            "shell",
+            "--k3-agent-tool-choice",
+            "required",
+            "--k3-agent-thinking=off",
+        ],
+        K3_SETTINGS,
+        model=model,
+        alias=GEMMA3_ALIAS,
+    )
+    assert run.returncode in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), run.diagnostics()
+    summary = summary_of(run.run_dir)
+    assert summary["status"] == "complete" and summary["model"] == GEMMA3_ALIAS, run.diagnostics()
+    responses = {(record["item"], record["step"]): record for record in run.records("response")}
+    scored = [outcome for outcome in run.records("outcome") if outcome["test"] == "test_task_solved"]
+    assert len(scored) == 4 and all(outcome["outcome"] == "passed" for outcome in scored), run.diagnostics()
+    ran_in_sandbox: set[str] = set()
+    for outcome in scored:
+        agent: dict[str, Any] = outcome["score"]["details"][0]["agent"]
+        assert agent["stop_reason"] in STOP_REASONS and agent["hidden_tests"], agent
+        for turn in agent["turns"]:
+            record = responses[(outcome["item"], turn["step"])]
+            assert record["request"]["tool_choice"] == "required", record["request"]
+            assert record["status"] == "ok" and turn["finish_reason"] == record["response"]["finish_reason"]
+        # A bash result that ran ends with the command's exit status (agent/shell_tools.py); an
+        # invalid call is answered with an error instead, and never runs.
+        if any(
+            call["function"]["name"] == "bash" and "[exit status " in result
+            for call, result in _answered_calls(responses, outcome)
+        ):
+            ran_in_sandbox.add(outcome["item"])
+    assert len(ran_in_sandbox) >= 2, (sorted(ran_in_sandbox), run.diagnostics())

