@@ -28,6 +28,8 @@ from k3conformance.reference.difficulty import MEASURED_WITHIN_SHARE
 SHAPES = (
     ("math (303 items)", 303, 0.9),
     ("coding (177 items)", 177, 0.68),
+    # pool:humanevalplus,pool:mbppplus,fixture:coding: 158 + 374 + 13.
+    ("coding (545 items)", 545, 0.68),
     ("agentic coding (60 tasks)", 60, 0.68),
     ("agentic coding (360 tasks)", 360, 0.68),
     ("long context (200 a length)", 200, 0.9),

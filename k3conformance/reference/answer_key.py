@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
+import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Any
 from k3conformance.datasets.bundled import fixtures_dir
 from k3conformance.datasets.pools import MANIFEST, load_pool
 from k3conformance.reference.values import ExpectedToolCall, FixtureItem
+from k3conformance.scoring.code_solutions import defines_function
 
 
 def default_fixtures_dir() -> Path:
@@ -126,7 +129,7 @@ def _coding_item(suite: str, item: Mapping[str, Any]) -> FixtureItem:
         prompt=str(item["prompt"]).strip(),
         answer=item["entry_point"],
         reply=f"```python\n{item['solution']}```",
-        wrong_reply=f"```python\n{wrong_code_answer(str(item['prompt']))}```",
+        wrong_reply=f"```python\n{wrong_solution(item)}```",
         graded=True,
         tool_calls=(),
     )
@@ -136,6 +139,32 @@ def wrong_code_answer(prompt: str) -> str:
     """A HumanEval-style prompt completed with a body that returns None: wrong for every task
     whose tests expect a value (a pool's builder keeps no task this passes)."""
     return f"{prompt}    return None\n"
+
+
+def wrong_solution(task: Mapping[str, Any]) -> str:
+    """The simulator's wrong answer to a coding pool's task: where the prompt opens the function
+    (HumanEval's signature and docstring), the prompt completed with `return None`; where it
+    only describes it (MBPP's description and an example assert), the canonical solution with
+    the entry point's body replaced by `return None`, its signature kept so that the tests call
+    it and fail on what it returns (a pool's builder keeps no task this passes)."""
+    prompt, entry_point = str(task["prompt"]), str(task["entry_point"])
+    if defines_function(prompt, entry_point):
+        return wrong_code_answer(prompt)
+    solution = str(task["solution"])
+    with warnings.catch_warnings():
+        # Some canonical solutions' regexes are in plain strings ('\w'): parsing them warns.
+        warnings.simplefilter("ignore", (DeprecationWarning, SyntaxWarning))
+        module = ast.parse(solution)
+    for statement in module.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.name == entry_point:
+            lines = solution.splitlines(keepends=True)
+            first = statement.body[0]
+            if first.lineno == statement.lineno:  # `def f(x): return x` on one line
+                header = lines[first.lineno - 1][: first.col_offset].rstrip()
+                return "".join(lines[: first.lineno - 1]) + f"{header}\n    return None\n"
+            indent = " " * first.col_offset
+            return "".join(lines[: first.lineno - 1]) + f"{indent}return None\n"
+    return wrong_code_answer(prompt)
 
 
 def wrong_math_answer(gold: str) -> str:
