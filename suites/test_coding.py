@@ -10,7 +10,6 @@ with a baseline, not a failed test; a test fails only when its answer cannot be 
 
 from __future__ import annotations
 
-import asyncio
 import warnings
 from functools import lru_cache
 from typing import Any
@@ -30,6 +29,7 @@ from k3conformance import (
 from k3conformance.checks.reasoning import check_answer_follows_reasoning
 from k3conformance.datasets.suite_items import CodingDataset, load_coding_items
 from k3conformance.sandbox import BUBBLEWRAP, ExecutionResult, SandboxPool, sandbox_backend
+from k3conformance.sandbox.memo import ProgramMemo
 from k3conformance.sandbox.split import task_program
 from k3conformance.scoring.code_solutions import extract_code
 
@@ -41,6 +41,12 @@ INSTRUCTIONS = "Complete the task in Python. Return the whole solution in a sing
 @lru_cache(maxsize=1)
 def sandbox_pool() -> SandboxPool:
     return SandboxPool()
+
+
+@lru_cache(maxsize=1)
+def program_memo() -> ProgramMemo:
+    """Identical solutions of an item's samples run once (sandbox/memo.py)."""
+    return ProgramMemo(sandbox_pool())
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -63,8 +69,9 @@ def _probe(dataset: CodingDataset, item: dict[str, Any]) -> Probe:
         if code is not None:
             # Split: the tests run in a process that never runs the solution (sandbox/split.py).
             # Sealed: a solution that exits early (os._exit(0), sys.exit(0)) has not passed the tests.
-            execution = await asyncio.wrap_future(sandbox_pool().submit(task_program(item, code), seal=True))
-            exchange.note("execution", execution)
+            verdict = await program_memo().run(task_program(item, code), seal=True)
+            exchange.note("execution", verdict.result)
+            exchange.note("execution_reused", verdict.reused)
 
     return Probe(
         SUITE,
@@ -87,10 +94,15 @@ def test_solution_passes_tests(probe: Probe, k3_result: ProbeResult, k3_score: I
     for sample in k3_result.samples:
         completion = k3_result.completion("answer", sample.sample)
         execution: ExecutionResult | None = sample.notes.get("execution")
+        reused = (
+            " (the verdict of the same program, run earlier in this run)"
+            if sample.notes.get("execution_reused")
+            else ""
+        )
         k3_score.add_completion(
             completion,
             float(execution is not None and execution.passed),
             answered=bool(sample.notes.get("code_found")),
-            outcome=execution.reason if execution is not None else "no code block in the answer",
+            outcome=execution.reason + reused if execution is not None else "no code block in the answer",
         )
         check_answer_follows_reasoning(completion, "stream")
