@@ -29,6 +29,7 @@ from k3conformance.agent.tasks import AgentTask, TaskSet, load_tasks
 from k3conformance.agent.tools import TOOLSETS, Workspace
 from k3conformance.checks.agentic_coding import check_tool_calls_conform
 from k3conformance.sandbox import SandboxPool
+from k3conformance.sandbox.memo import ProgramMemo
 
 SUITE = "agentic_coding"
 MAX_TOKENS = 65536
@@ -41,6 +42,12 @@ POOL_MARK = "agentic_pool"
 @lru_cache(maxsize=1)
 def sandbox_pool() -> SandboxPool:
     return SandboxPool()
+
+
+@lru_cache(maxsize=1)
+def program_memo() -> ProgramMemo:
+    """A file tool or test run repeated on an identical repository runs once (sandbox/memo.py)."""
+    return ProgramMemo(sandbox_pool())
 
 
 def _probe(tasks: TaskSet, task: AgentTask | Refused) -> Probe:
@@ -60,7 +67,7 @@ def _probe(tasks: TaskSet, task: AgentTask | Refused) -> Probe:
             max_tokens_per_turn=settings.max_tokens or MAX_TOKENS,
         )
         toolset = TOOLSETS[settings.agent_tools]
-        workspace = Workspace(task.start, sandbox_pool())
+        workspace = Workspace(task.start, sandbox_pool(), program_memo())
         ask = TurnAsk(settings.agent_tool_choice, settings.agent_thinking, settings.think_mode)
         exchange.note("agent", await run_agent(exchange, task, workspace, budget, toolset, ask))
 

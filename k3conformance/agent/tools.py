@@ -27,6 +27,8 @@ from k3conformance.agent import shell_tools
 from k3conformance.agent.tasks import HIDDEN_DIR
 from k3conformance.agent.verdict import RECORDER, hidden_verdict_program, repository_packages
 from k3conformance.sandbox import ExecutionResult, SandboxLimits, SandboxPool
+from k3conformance.sandbox.memo import ProgramMemo
+from k3conformance.sandbox.process import Collect
 
 REPO_DIR = "repo"
 OUTPUT_FILE = "tool-output.txt"
@@ -439,12 +441,33 @@ def judge_hidden(execution: ExecutionResult, expected: frozenset[str]) -> Hidden
     return HiddenTests(True, "passed", report)
 
 
+# The tools whose run is a function of the repository and the call (file operations, the test
+# runner): with a memo, an identical call on an identical repository reuses the earlier run
+# (sandbox/memo.py). The shell is not among them: a command may read the clock or count its calls.
+REPEATABLE_TOOLS = frozenset({"list_files", "read_file", "write_file", "edit_file", "run_tests", shell_tools.EDITOR})
+
+
 class Workspace:
     """One task's repository between tool calls; every operation goes through the sandbox."""
 
-    def __init__(self, files: Mapping[str, str], pool: SandboxPool) -> None:
+    def __init__(self, files: Mapping[str, str], pool: SandboxPool, memo: ProgramMemo | None = None) -> None:
         self.files: dict[str, str] = dict(files)
         self._pool = pool
+        self._memo = memo
+
+    async def _execute(
+        self,
+        program: str,
+        limits: SandboxLimits,
+        files: Mapping[str, str],
+        collect: Collect,
+        *,
+        seal: bool,
+        repeatable: bool,
+    ) -> ExecutionResult:
+        if repeatable and self._memo is not None:
+            return (await self._memo.run(program, limits, files=files, collect=collect, seal=seal)).result
+        return await self._pool.run(program, limits, files=files, collect=collect, seal=seal)
 
     async def call(self, name: str, arguments: Mapping[str, Any], *, wall_seconds: float | None = None) -> ToolResult:
         """Run one valid call (declared name, arguments that fit its schema), for at most
@@ -477,7 +500,7 @@ class Workspace:
         tests run and every one of them must pass."""
         program = hidden_verdict_program(hidden, HIDDEN_DIR, repository_packages(self.files), select)
         copy = {f"{REPO_DIR}/{path}": text for path, text in self.files.items()}
-        execution = await self._pool.run(program, TOOL_LIMITS, files=copy, collect=(OUTPUT_FILE,), seal=True)
+        execution = await self._execute(program, TOOL_LIMITS, copy, (OUTPUT_FILE,), seal=True, repeatable=True)
         return judge_hidden(execution, frozenset(select) or hidden_test_ids(hidden))
 
     async def _run(
@@ -485,7 +508,9 @@ class Workspace:
     ) -> ExecutionResult:
         program = _PRELUDE % json.dumps(dict(arguments)) + _PROGRAMS[name]
         copy = {f"{REPO_DIR}/{path}": text for path, text in files.items()}
-        return await self._pool.run(program, limits, files=copy, collect=_COLLECTED[name], seal=name == "run_tests")
+        return await self._execute(
+            program, limits, copy, _COLLECTED[name], seal=name == "run_tests", repeatable=name in REPEATABLE_TOOLS
+        )
 
 
 def tool_output(execution: ExecutionResult) -> str:

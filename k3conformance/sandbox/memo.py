@@ -1,17 +1,23 @@
-"""One sandbox run per distinct program: the verdict of a program already run in this process is
-reused for a byte-identical program under the same limits.
+"""One sandbox run per distinct program: the result of a program already run in this process is
+reused for a byte-identical program with the same files, limits and files asked back, as a build
+cache reuses a test's result for the same inputs (Bazel's cached test results).
 
 Several samples of an item often return the same solution (a short function written the same
-way; the reference deployment's right and wrong answers always are), and at the samples per item
-a PASS needs (docs/sequential-gating.md, "What a PASS needs") the coding suite otherwise spends
-most of its time running the same program again. Running it again tells nothing new only when
-its verdict cannot depend on the moment: a pass, or a failure by exit status, are kept; a time
-limit, a signal (the memory cap's kill) or a run that did not end are not, since those depend
-on the machine's load, and the next identical program runs again. A program whose verdict
-depends on chance (it draws random numbers) gets its first run's verdict for every identical
-copy: the same verdict in expectation, only less averaged.
+way; the reference deployment's right and wrong answers always are), and an agent's samples of
+one task read the same files and run the same tests on the same repository. At the samples per
+item a PASS needs (docs/sequential-gating.md, "What a PASS needs") the coding and agentic suites
+otherwise spend most of their time running the same program again. Running it again tells
+nothing new only when its result cannot depend on the moment: a run that ended by an exit status
+of its own is kept; a time limit, a signal (the memory cap's kill) or a run that did not end are
+not, since those depend on the machine's load, and the next identical program runs again. A
+program whose result depends on chance or the clock (it draws random numbers, prints a duration)
+gets its first run's result for every identical copy: the same verdict in expectation, only less
+averaged. Callers use the memo only for programs that are a function of their inputs: a test run
+or a file tool, never the agent's shell, whose commands may read the clock or count their calls.
 
-Nothing crosses processes or runs: a baseline and a candidate each run their own programs.
+Nothing crosses processes or runs: a baseline and a candidate each run their own programs. The
+memo keeps the newest `capacity` results, and no more than `max_bytes` of their text (collected
+files included), so memory stays bounded.
 """
 
 from __future__ import annotations
@@ -20,11 +26,26 @@ import asyncio
 import hashlib
 import json
 import threading
+from collections import OrderedDict
+from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
 from k3conformance.sandbox.limits import DEFAULT_LIMITS, ExecutionResult, SandboxLimits
+from k3conformance.sandbox.process import Collect
+
+# Results kept, by count and by the text they hold (a real repository's collected copy can be
+# a few megabytes).
+DEFAULT_CAPACITY = 1024
+DEFAULT_BYTES = 256 << 20
+
+
+def _weight(result: ExecutionResult) -> int:
+    """Roughly what a kept result holds in memory: its output excerpts and collected files."""
+    files = sum(len(path) + len(text) for path, text in (result.files or {}).items())
+    return files + len(result.stdout_excerpt) + len(result.stderr_excerpt)
+
 
 __all__ = ["ProgramMemo", "Verdict", "is_repeatable"]
 
@@ -46,47 +67,102 @@ class _Runner(Protocol):
     """What the memo needs of a sandbox pool (SandboxPool)."""
 
     def submit(
-        self, program: str, limits: SandboxLimits = DEFAULT_LIMITS, *, seal: bool = False
+        self,
+        program: str,
+        limits: SandboxLimits = DEFAULT_LIMITS,
+        *,
+        files: Mapping[str, str] | None = None,
+        collect: Collect = False,
+        seal: bool = False,
     ) -> Future[ExecutionResult]: ...
 
 
-class ProgramMemo:
-    """Runs programs through `pool`, each distinct (program, limits, seal) once while its verdict
-    is repeatable; safe across threads and event loops (the memo holds concurrent futures)."""
+@dataclass(frozen=True)
+class _Run:
+    """One program with everything its result depends on."""
 
-    def __init__(self, pool: _Runner) -> None:
+    program: str
+    limits: SandboxLimits
+    files: Mapping[str, str]
+    collect: Collect
+    seal: bool
+
+    def key(self) -> str:
+        collect = self.collect if isinstance(self.collect, bool) else sorted(self.collect)
+        described = json.dumps(
+            [self.program, asdict(self.limits), sorted(self.files.items()), collect, self.seal], default=str
+        )
+        return hashlib.sha256(described.encode()).hexdigest()
+
+
+class ProgramMemo:
+    """Runs programs through `pool`, each distinct run (program, files, limits, files asked back,
+    seal) once while its result is repeatable; safe across threads and event loops (the memo
+    holds concurrent futures)."""
+
+    def __init__(self, pool: _Runner, capacity: int = DEFAULT_CAPACITY, max_bytes: int = DEFAULT_BYTES) -> None:
         self._pool = pool
+        self._capacity = capacity
+        self._max_bytes = max_bytes
+        self._weights: dict[str, int] = {}
+        self._bytes = 0
         # Reentrant: a future that is already done runs its callback (which takes the lock) at once.
         self._lock = threading.RLock()
-        self._runs: dict[str, Future[ExecutionResult]] = {}
+        self._runs: OrderedDict[str, Future[ExecutionResult]] = OrderedDict()
         self.reused = 0
         self.ran = 0
 
-    @staticmethod
-    def _key(program: str, limits: SandboxLimits, seal: bool) -> str:
-        described = json.dumps([program, asdict(limits), seal], sort_keys=True, default=str)
-        return hashlib.sha256(described.encode()).hexdigest()
+    def _submit(self, run: _Run) -> Future[ExecutionResult]:
+        return self._pool.submit(run.program, run.limits, files=run.files, collect=run.collect, seal=run.seal)
 
-    def _start(self, key: str, program: str, limits: SandboxLimits, seal: bool) -> Future[ExecutionResult]:
-        future = self._pool.submit(program, limits, seal=seal)
+    def _start(self, key: str, run: _Run) -> Future[ExecutionResult]:
+        future = self._submit(run)
         self._runs[key] = future
+        self._evict()
         self.ran += 1
 
-        def forget_unrepeatable(done: Future[ExecutionResult]) -> None:
-            if done.exception() is not None or not is_repeatable(done.result()):
-                with self._lock:
-                    if self._runs.get(key) is done:
-                        del self._runs[key]
+        def keep_if_repeatable(done: Future[ExecutionResult]) -> None:
+            with self._lock:
+                if self._runs.get(key) is not done:
+                    return
+                if done.exception() is not None or not is_repeatable(done.result()):
+                    self._forget(key)
+                    return
+                self._weights[key] = _weight(done.result())
+                self._bytes += self._weights[key]
+                self._evict()
 
-        future.add_done_callback(forget_unrepeatable)
+        future.add_done_callback(keep_if_repeatable)
         return future
 
-    async def run(self, program: str, limits: SandboxLimits = DEFAULT_LIMITS, *, seal: bool = False) -> Verdict:
-        key = self._key(program, limits, seal)
+    def _forget(self, key: str) -> None:
+        del self._runs[key]
+        self._bytes -= self._weights.pop(key, 0)
+
+    def _evict(self) -> None:
+        """Drop the oldest results beyond the count or the bytes (never the newest one)."""
+        while len(self._runs) > 1 and (len(self._runs) > self._capacity or self._bytes > self._max_bytes):
+            self._forget(next(iter(self._runs)))
+
+    async def run(
+        self,
+        program: str,
+        limits: SandboxLimits = DEFAULT_LIMITS,
+        *,
+        files: Mapping[str, str] | None = None,
+        collect: Collect = False,
+        seal: bool = False,
+    ) -> Verdict:
+        run = _Run(program, limits, dict(files or {}), collect, seal)
+        key = run.key()
         with self._lock:
             earlier = self._runs.get(key)
             own = earlier is None
-            future = self._start(key, program, limits, seal) if earlier is None else earlier
+            if earlier is None:
+                future = self._start(key, run)
+            else:
+                future = earlier
+                self._runs.move_to_end(key)
         result = await asyncio.wrap_future(future)
         if own:
             return Verdict(result, reused=False)
@@ -98,4 +174,4 @@ class ProgramMemo:
         # gets a run of its own, as if no identical program had come before it.
         with self._lock:
             self.ran += 1
-        return Verdict(await asyncio.wrap_future(self._pool.submit(program, limits, seal=seal)), reused=False)
+        return Verdict(await asyncio.wrap_future(self._submit(run)), reused=False)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Mapping
 from concurrent.futures import Future
 
 from k3conformance.sandbox import SandboxLimits, SandboxPool
 from k3conformance.sandbox.limits import DEFAULT_LIMITS, ExecutionResult
 from k3conformance.sandbox.memo import ProgramMemo, Verdict, is_repeatable
+from k3conformance.sandbox.process import Collect
 
 PASSING = "assert sorted([3, 1, 2]) == [1, 2, 3]\n"
 FAILING = "assert sorted([3, 1, 2]) == [3, 2, 1]\n"
@@ -30,7 +32,13 @@ class _ScriptedPool:
         self.lock = threading.Lock()
 
     def submit(
-        self, program: str, limits: SandboxLimits = DEFAULT_LIMITS, *, seal: bool = False
+        self,
+        program: str,
+        limits: SandboxLimits = DEFAULT_LIMITS,
+        *,
+        files: Mapping[str, str] | None = None,
+        collect: Collect = False,
+        seal: bool = False,
     ) -> Future[ExecutionResult]:
         with self.lock:
             result = self.results[min(self.runs, len(self.results) - 1)]
@@ -58,18 +66,31 @@ async def _verdicts(memo: ProgramMemo, programs: list[str]) -> list[Verdict]:
     return list(await asyncio.gather(*(memo.run(program, seal=True) for program in programs)))
 
 
-def test_limits_and_sealing_are_part_of_what_is_identical() -> None:
+def test_files_limits_collection_and_sealing_are_part_of_what_is_identical() -> None:
     pool = _ScriptedPool(_result())
     memo = ProgramMemo(pool)
 
     async def runs() -> list[bool]:
-        first = await memo.run(PASSING)
-        sealed = await memo.run(PASSING, seal=True)
-        tighter = await memo.run(PASSING, SandboxLimits(wall_seconds=5))
-        return [first.reused, sealed.reused, tighter.reused]
+        first = await memo.run(PASSING, files={"repo/a.py": "x = 1\n"})
+        return [
+            first.reused,
+            (await memo.run(PASSING, files={"repo/a.py": "x = 2\n"})).reused,
+            (await memo.run(PASSING, files={"repo/a.py": "x = 1\n"}, seal=True)).reused,
+            (await memo.run(PASSING, SandboxLimits(wall_seconds=5), files={"repo/a.py": "x = 1\n"})).reused,
+            (await memo.run(PASSING, files={"repo/a.py": "x = 1\n"}, collect=("out.txt",))).reused,
+            (await memo.run(PASSING, files={"repo/a.py": "x = 1\n"})).reused,
+        ]
 
-    assert asyncio.run(runs()) == [False, False, False]
-    assert pool.runs == 3
+    assert asyncio.run(runs()) == [False, False, False, False, False, True]
+    assert pool.runs == 5
+
+
+def test_the_oldest_results_make_way_beyond_the_capacity() -> None:
+    pool = _ScriptedPool(_result())
+    memo = ProgramMemo(pool, capacity=2)
+    programs = [f"x = {n}\n" for n in range(3)]
+    assert asyncio.run(_run_all(memo, programs)) == [False, False, False]
+    assert asyncio.run(_run_all(memo, [programs[0], programs[2]])) == [False, True]
 
 
 def test_a_timed_out_or_killed_run_is_never_shared_and_its_copy_runs_again() -> None:
@@ -87,3 +108,13 @@ def test_a_failure_by_exit_status_is_shared_like_a_pass() -> None:
     assert is_repeatable(_result(passed=False))
     assert asyncio.run(_run_all(memo, [FAILING, FAILING, FAILING])) == [False, True, True]
     assert pool.runs == 1
+
+
+def test_the_oldest_results_make_way_beyond_the_bytes_kept() -> None:
+    big = ExecutionResult(True, "passed", 0, None, False, 0.01, "x" * 1000, "")
+    pool = _ScriptedPool(big)
+    memo = ProgramMemo(pool, max_bytes=1500)
+    programs = [f"x = {n}\n" for n in range(2)]
+    assert asyncio.run(_run_all(memo, programs)) == [False, False]
+    assert asyncio.run(_run_all(memo, [programs[1]])) == [True]
+    assert asyncio.run(_run_all(memo, [programs[0]])) == [False]
