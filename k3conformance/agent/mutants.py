@@ -13,6 +13,10 @@ original function and the fix is a one-place edit. The kinds (`BUG_KINDS`):
   raises, breaks or continues) removed;
 - `swapped arguments`: the first two positional arguments of a call swapped.
 
+Beside them, bugs the project really had (`reverted fix`, `reverted_fix`): a fix from the
+project's history, taken back out of the pinned release where the fix's lines are still there
+as it wrote them, all in one function (the manner of SWE-bench: the state before a real fix).
+
 Whether a mutant is a task is for the project's own tests to say (the pool builder keeps
 only those that fail at least one test the original passes); this module only proposes.
 """
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +85,37 @@ def mutants(path: str, source: str) -> list[Mutant]:
                 continue
             found.append(Mutant(path, qualname, kind, f"{detail} on line {line}", line, original, mutated))
     return found
+
+
+REVERTED_FIX = "reverted fix"
+
+
+def reverted_fix(path: str, source: str, hunks: Sequence[tuple[str, str]], detail: str) -> Mutant | None:
+    """The function of `source` (the file at `path`) that a real fix from the project's history
+    changed, put back as it was before the fix: `hunks` are the fix's (before, after) texts in this
+    file, context lines included. None unless every after-text occurs once in the file, all of
+    them inside one function, and the file with that function reverted still parses."""
+    lines = source.splitlines(keepends=True)
+    functions: list[tuple[str, int, str]] = []
+    for qualname, function in _functions(ast.parse(source)):
+        first = min([decorator.lineno for decorator in function.decorator_list] + [function.lineno])
+        functions.append((qualname, first, "".join(lines[first - 1 : function.end_lineno or function.lineno])))
+    owner: tuple[str, int, str] | None = None
+    mutated = ""
+    for before, after in hunks:
+        if not after.strip() or source.count(after) != 1:
+            return None
+        holders = [function for function in functions if after in function[2]]
+        if len(holders) != 1 or (owner is not None and holders[0][0] != owner[0]):
+            return None
+        if owner is None:
+            owner, mutated = holders[0], holders[0][2]
+        mutated = mutated.replace(after, before)
+    if owner is None or mutated == owner[2] or source.count(owner[2]) != 1:
+        return None
+    if not _parses(source.replace(owner[2], mutated)):
+        return None
+    return Mutant(path, owner[0], REVERTED_FIX, detail, owner[1], owner[2], mutated)
 
 
 def _parses(source: str) -> bool:

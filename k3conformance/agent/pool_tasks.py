@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from k3conformance.agent.mutants import BUG_KINDS, REVERTED_FIX
 from k3conformance.agent.tasks import AgentTask, TaskSet
 from k3conformance.datasets.bundled import fixtures_dir
 from k3conformance.datasets.pools import PoolUnavailable
@@ -101,7 +102,7 @@ def pool_provenance(directory: Path | None = None) -> dict[str, Any]:
 
 def summary_table(sources: list[dict[str, Any]]) -> str:
     """The pool's projects as docs/suites.md shows them (the builder prints the same table)."""
-    kinds = ("operator swap", "off-by-one", "condition negation", "dropped branch", "swapped arguments")
+    kinds = (*BUG_KINDS, REVERTED_FIX)
     lines = [
         "| project | version | license | tasks | " + " | ".join(kinds) + " | deciding tests |",
         "|---|---|---|---|" + "---|" * len(kinds) + "---|",

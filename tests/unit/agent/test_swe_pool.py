@@ -1,7 +1,8 @@
 """The real-repository pool (`fixtures/pools/swe_mutants/`, issue 33): its size and spread, its
-hash checked on load, and, for a few tasks of every project, the validation its builder ran:
-the start fails the tests its bug breaks, the project's own code passes every deciding test.
-The whole validation is the builder's (`python fixtures/pools/build_swe_mutants.py --check`)."""
+hash checked on load, and, for a few tasks of every project and every real bug from a project's
+history, the validation its builder ran: the start fails the tests its bug breaks, the project's
+own code passes every deciding test. The whole validation is the builder's (`python
+fixtures/pools/build_swe_mutants.py --history DIR --check`)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ from pathlib import Path
 import pytest
 
 from k3conformance.agent.loop import task_prompt
-from k3conformance.agent.mutants import BUG_KINDS, mutants
+from k3conformance.agent.mutants import BUG_KINDS, REVERTED_FIX, mutants, reverted_fix
 from k3conformance.agent.pool_tasks import (
     PoolError,
     PoolTask,
     load_pool_tasks,
     pool_dir,
     pool_provenance,
+    read_pool,
     summary_table,
 )
 from k3conformance.agent.tasks import AgentTask
@@ -42,7 +44,7 @@ def test_the_pool_has_three_hundred_tasks_over_ten_projects_and_every_bug_kind()
     assert len(TASKS) >= 300
     projects = Counter(task.project for task in TASKS)
     assert len(projects) >= 10 and min(projects.values()) >= 5, projects
-    assert set(Counter(task.bug_kind for task in TASKS)) == set(BUG_KINDS)
+    assert set(Counter(task.bug_kind for task in TASKS)) == {*BUG_KINDS, REVERTED_FIX}
     assert len({task.task.id for task in TASKS}) == len(TASKS)
     # The pool's order spans the projects: the default run's sample holds ten of them.
     assert len({task.project for task in TASKS[:12]}) >= 10
@@ -73,7 +75,36 @@ def _one_per_project() -> list[PoolTask]:
     seen: dict[str, PoolTask] = {}
     for task in TASKS:
         seen.setdefault(task.project, task)
-    return list(seen.values())
+    # And every real bug: there are few, and each is a fix the project made.
+    return [*seen.values(), *REAL]
+
+
+REAL = [task for task in TASKS if task.bug_kind == REVERTED_FIX]
+
+
+def test_real_bugs_come_from_the_projects_public_history_after_every_mutant() -> None:
+    _, items = read_pool(pool_dir())
+    real = [item for item in items if item.get("bug_kind") == REVERTED_FIX]
+    assert len(real) == len(REAL) >= 5 and len({item["project"] for item in real}) >= 3
+    # After the mutants: the default run's first tasks are the same with or without them.
+    assert [task.bug_kind for task in TASKS[-len(REAL) :]] == [REVERTED_FIX] * len(REAL)
+    histories = {source["name"]: source.get("history", "") for source in pool_provenance()["sources"]}
+    for item in real:
+        repo, _, head = histories[item["project"]].removeprefix("github:").partition("@")
+        commit = item["detail"].split()[1].rstrip(":")
+        assert item["source"] == f"github:{repo}@{commit}" and len(commit) == len(head) == 40, item["id"]
+
+
+def test_a_real_fix_is_taken_back_out_only_where_it_stands_in_one_function() -> None:
+    source = "def f(x):\n    if x > 0:\n        return x\n    return -x\n\n\ndef g(y):\n    return y + 1\n"
+    fix = ("    if x >= 0:\n        return x\n", "    if x > 0:\n        return x\n")
+    found = reverted_fix("m.py", source, [fix], "commit abc: fix f")
+    assert found is not None and found.function == "f" and found.kind == REVERTED_FIX
+    assert source.replace(found.original, found.mutated).count("x >= 0") == 1
+    # Lines not in the release as the fix wrote them, or a fix spread over two functions: none.
+    assert reverted_fix("m.py", source, [("    return x\n", "    return x + 0\n")], "d") is None
+    both = [fix, ("    return y - 1\n", "    return y + 1\n")]
+    assert reverted_fix("m.py", source, both, "d") is None
 
 
 @pytest.mark.parametrize("entry", _one_per_project(), ids=lambda entry: entry.task.id)
