@@ -13,7 +13,7 @@ import difflib
 import itertools
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar, cast
@@ -210,6 +210,22 @@ def suite_margins(text: str) -> tuple[tuple[str, float], ...]:
     return tuple(pairs)
 
 
+def samples_of(suite: str, samples: int, suite_samples: Iterable[Sequence[Any]]) -> int:
+    """A suite's samples per item: its own count among `suite_samples` pairs, else `samples`."""
+    return int(dict((str(name), count) for name, count in suite_samples).get(suite, samples))
+
+
+def suite_sample_counts(text: str) -> tuple[tuple[str, int], ...]:
+    """`suite=count` pairs, comma- or space-separated: `math=8, agentic_coding=64`."""
+    pairs = []
+    for part in text.replace(",", " ").split():
+        suite, equals, count = part.partition("=")
+        if not equals or not suite:
+            raise argparse.ArgumentTypeError(f"expected suite=count pairs such as math=8,coding=8, got {part!r}")
+        pairs.append((suite, positive_int(count)))
+    return tuple(pairs)
+
+
 # What a run records that changes what the model sees or how it is scored: baseline and candidate
 # must agree on each (issue 21, reproduction 7: a candidate at effort low, think mode kimi and seed
 # 7, or serving another model id, was judged with no mention). `samples` is not among them: a
@@ -375,6 +391,13 @@ OPTIONS: tuple[OptionSpec[Any], ...] = (
         "backoff", non_negative_float, 1.0, "Base delay in seconds of the exponential retry backoff (default: 1)"
     ),
     OptionSpec("samples", positive_int, 1, "Samples per item for suites that sample (default: 1)"),
+    OptionSpec(
+        "suite_samples",
+        suite_sample_counts,
+        (),
+        "Samples per item of single suites, overriding --k3-samples: suite=count pairs, e.g. "
+        "'math=8,agentic_coding=64' (the sequential plan names the counts that reach a suite's PASS power)",
+    ),
     OptionSpec(
         "limit",
         positive_int,
@@ -654,6 +677,7 @@ class Settings:
     retries: int
     backoff: float
     samples: int
+    suite_samples: tuple[tuple[str, int], ...]
     limit: int | None
     max_tokens: int | None
     temperature: float
@@ -698,6 +722,10 @@ class Settings:
     # Derived, not an option: where the key came from, for the header and the errors (never the key).
     api_key_source: str = NO_KEY
 
+    def samples_of(self, suite: str) -> int:
+        """Samples per item of `suite`: its --k3-suite-samples count, else --k3-samples."""
+        return samples_of(suite, self.samples, self.suite_samples)
+
 
 # The options the gate reads: `pytest --k3-baseline` and `k3conformance compare` both take
 # them from this table (the CLI without the --k3- prefix), so their defaults cannot drift.
@@ -712,7 +740,7 @@ GATE_OPTIONS = (
     "allow_differences",
 )
 # The sequential plan's options: `pytest --k3-baseline` and `k3conformance plan` take them too.
-PLAN_OPTIONS = ("looks", "max_items", "sample_rounds", "samples")
+PLAN_OPTIONS = ("looks", "max_items", "sample_rounds", "samples", "suite_samples")
 
 
 def option(name: str) -> OptionSpec[Any]:

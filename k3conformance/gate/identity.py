@@ -26,7 +26,7 @@ from k3conformance.runs.chain import IDENTITY_FILE, sealed_identity
 from k3conformance.runs.records import write_json_atomic
 
 # Beyond the settings baseline and candidate must share, what one run must keep across resumes.
-_RUN_SETTINGS = ("samples", "limit", "cache_prompt_words")
+_RUN_SETTINGS = ("samples", "suite_samples", "limit", "cache_prompt_words")
 _SHOWN = 4
 
 

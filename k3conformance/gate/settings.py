@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from k3conformance.options import GATE_OPTIONS, PLAN_OPTIONS, option
+from k3conformance.options import GATE_OPTIONS, PLAN_OPTIONS, option, samples_of
 
 
 def _default(name: str) -> Any:
@@ -42,8 +42,9 @@ class GateSettings:
     looks: int = _default("looks")
     max_items: int | None = _default("max_items")
     sample_rounds: tuple[int, ...] = _default("sample_rounds")
-    # The run's samples per item: round 1 of a suite sampled in rounds.
+    # The run's samples per item, and single suites' own: round 1 of a suite sampled in rounds.
     samples: int = _default("samples")
+    suite_samples: tuple[tuple[str, int], ...] = _default("suite_samples")
 
     @classmethod
     def from_options(cls, options: object) -> GateSettings:
@@ -135,6 +136,10 @@ class GateSettings:
 
     def _marked(self) -> list[str]:
         return [entry + (" (weaker policy)" if easier else "") for entry, easier in self.overrides()]
+
+    def samples_of(self, suite: str) -> int:
+        """The run's samples per item of `suite` (--k3-suite-samples, else --k3-samples)."""
+        return samples_of(suite, self.samples, self.suite_samples)
 
     def margin_of(self, suite: str) -> float:
         """The suite's margin as a share of accuracy (3 points is 0.03)."""

@@ -245,7 +245,7 @@ class Runner:
     # The request path, on the background loop.
 
     async def _run_probe(self, probe: Probe) -> ProbeResult:
-        samples = probe.samples or self.settings.samples
+        samples = probe.samples or self.settings.samples_of(probe.suite)
         indices = range(probe.first_sample, probe.first_sample + samples)
         results = await asyncio.gather(*(self._run_sample(probe, sample) for sample in indices))
         return ProbeResult(probe, list(results))

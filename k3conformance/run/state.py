@@ -63,6 +63,7 @@ _PROVENANCE_SETTINGS = (
     "top_p",
     "seed",
     "samples",
+    "suite_samples",
     "limit",
     "max_tokens",
     "concurrency",

@@ -72,6 +72,19 @@ def test_records_say_what_was_extracted_and_why(eval_project: pytest.Pytester) -
     assert "passed" in reasons and len(coding) == 5
 
 
+def test_a_suite_samples_as_its_own_count_says_and_the_others_as_samples_says(eval_project: pytest.Pytester) -> None:
+    eval_project.runpytest(
+        "--k3-results-dir", "out", "--k3-limit", "3", "--k3-samples", "2", "--k3-suite-samples", "math=5",
+        "--k3-context-lengths", "2000",
+    )  # fmt: skip
+    run_dir = only_run(eval_project.path / "out")
+    samples = {(record["suite"], record["score"]["samples"]) for record in score_records(run_dir)}
+    assert {count for suite, count in samples if suite == "math"} == {5}
+    assert {count for suite, count in samples if suite != "math"} == {2}
+    # Recorded with the run, so a resume and the sequential plan see the same counts.
+    assert summary_of(run_dir)["settings"]["suite_samples"] == [["math", 5]]
+
+
 def test_answers_that_cannot_be_scored_fail(eval_project: pytest.Pytester) -> None:
     # The answer swallowed into the reasoning: content empty with finish_reason stop.
     result = eval_project.runpytest(

@@ -72,6 +72,8 @@ def test_environment_beats_ini_and_key_never_shows(pytester: pytest.Pytester, mo
         (["--k3-shape", "../etc"], "*expected a label of letters, digits*"),
         (["--k3-temperature", "3"], "*expected a temperature between 0 and 2*"),
         (["--k3-top-p", "0"], "*expected a positive number*"),
+        (["--k3-suite-samples", "math=0"], "*--k3-suite-samples: expected a positive integer, got '0'*"),
+        (["--k3-suite-samples", "math"], "*expected suite=count pairs such as math=8,coding=8, got 'math'*"),
     ],
 )
 def test_bad_command_line_values_are_usage_errors(

@@ -479,12 +479,12 @@ def plan_lines(plan: SuitePlan) -> list[str]:
         if plan.samples_outlook is None:
             lines.append(
                 f"  {power} on these items: unknown how many samples per item it takes (the baseline's within-item "
-                "spread is unmeasured at one sample per item: store it with --k3-samples 4)"
+                f"spread is unmeasured at one sample per item: store it with --k3-suite-samples {plan.suite}=4)"
             )
         elif plan.samples_to_pass is not None:
             lines.append(
                 f"  to reach {power} on these items: {plan.samples_to_pass} samples per item on both sides "
-                f"(store the baseline and run the candidate with --k3-samples {plan.samples_to_pass})"
+                f"(store the baseline and run the candidate with --k3-suite-samples {plan.suite}={plan.samples_to_pass})"
             )
         else:
             lines.append(f"  {power} is out of reach on {chosen.max_items} items at any number of samples weighed")
@@ -498,7 +498,7 @@ def samples_lines(plan: SuitePlan) -> list[str]:
     if outlook is None:
         return [
             "  more samples per item: gain unknown (one sample per item: the within-item spread is unmeasured; "
-            f"store the baseline with --k3-samples 4 to plan it); {cannot}"
+            f"store the baseline with --k3-suite-samples {plan.suite}=4 to plan it); {cannot}"
         ]
     drops = (
         ", ".join(f"{k} → {drop * 100:.1f} pts" for k, drop in outlook.drops) or "not weighed (--k3-sample-rounds none)"
@@ -585,7 +585,7 @@ def plan_items(
         looks=options.looks,
         max_items=options.max_items,
         sample_rounds=options.sample_rounds,
-        first_samples=options.samples,
+        first_samples=options.samples_of(suite),
         pass_power=suite_pass_power(gated_suites),
         spend=spend,
         budget_items=budget_items,

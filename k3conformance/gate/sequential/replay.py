@@ -111,6 +111,8 @@ def _design_mismatch(
             max_items=None if recorded["max_items"] is None else int(recorded["max_items"]),
             sample_rounds=tuple(int(count) for count in recorded["sample_rounds"]),
             samples=int(recorded["samples"]),
+            # Recorded since --k3-suite-samples exists; a run before it had none.
+            suite_samples=tuple((str(name), int(count)) for name, count in recorded.get("suite_samples") or ()),
         )
     except (TypeError, ValueError) as error:
         return f"the run's recorded plan options do not parse ({error!r})"
