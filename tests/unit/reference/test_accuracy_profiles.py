@@ -56,10 +56,10 @@ def share(predicate: list[bool]) -> float:
 
 
 def test_the_accuracy_profiles() -> None:
-    assert profiles_of_kind("accuracy") == ["dcp-context-drift", "ep32-deepep", "ep32-megamoe"]
+    assert profiles_of_kind("accuracy") == ["dcp-context-drift", "ep32-deepep", "ep32-megamoe", "numeric-drift"]
 
 
-@pytest.mark.parametrize("profile", ["ep32-deepep", "ep32-megamoe", "dcp-context-drift"])
+@pytest.mark.parametrize("profile", ["ep32-deepep", "ep32-megamoe", "dcp-context-drift", "numeric-drift"])
 def test_correct_answers_are_a_subset_of_tp8s(profile: str) -> None:
     """Draws depend only on (item, seed): a pair of runs differs by the layout's loss alone."""
     for item in items(CODING | {"math"}):
