@@ -199,15 +199,20 @@ def rate(text: str) -> float:
     return value
 
 
-def suite_margins(text: str) -> tuple[tuple[str, float], ...]:
-    """`suite=points` pairs, comma- or space-separated: `coding=3, math=2`."""
+def _suite_pairs(text: str, value: Callable[[str], T], shape: str, example: str) -> tuple[tuple[str, T], ...]:
+    """`suite=value` pairs, comma- or space-separated; `shape` and `example` are for the error."""
     pairs = []
     for part in text.replace(",", " ").split():
-        suite, equals, points = part.partition("=")
+        suite, equals, given = part.partition("=")
         if not equals or not suite:
-            raise argparse.ArgumentTypeError(f"expected suite=points pairs such as coding=3,math=2, got {part!r}")
-        pairs.append((suite, margin_points(points)))
+            raise argparse.ArgumentTypeError(f"expected {shape} pairs such as {example}, got {part!r}")
+        pairs.append((suite, value(given)))
     return tuple(pairs)
+
+
+def suite_margins(text: str) -> tuple[tuple[str, float], ...]:
+    """`suite=points` pairs: `coding=3, math=2`."""
+    return _suite_pairs(text, margin_points, "suite=points", "coding=3,math=2")
 
 
 def samples_of(suite: str, samples: int, suite_samples: Iterable[Sequence[Any]]) -> int:
@@ -216,14 +221,8 @@ def samples_of(suite: str, samples: int, suite_samples: Iterable[Sequence[Any]])
 
 
 def suite_sample_counts(text: str) -> tuple[tuple[str, int], ...]:
-    """`suite=count` pairs, comma- or space-separated: `math=8, agentic_coding=64`."""
-    pairs = []
-    for part in text.replace(",", " ").split():
-        suite, equals, count = part.partition("=")
-        if not equals or not suite:
-            raise argparse.ArgumentTypeError(f"expected suite=count pairs such as math=8,coding=8, got {part!r}")
-        pairs.append((suite, positive_int(count)))
-    return tuple(pairs)
+    """`suite=count` pairs: `math=8, agentic_coding=64`."""
+    return _suite_pairs(text, positive_int, "suite=count", "math=8,coding=8")
 
 
 # What a run records that changes what the model sees or how it is scored: baseline and candidate
