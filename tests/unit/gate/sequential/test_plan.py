@@ -242,7 +242,7 @@ def test_plan_names_the_samples_per_item_that_reach_the_pass_power(
     (plan,) = json.loads(capsys.readouterr().out)["suites"]
     assert plan["pass_no_change"] < 0.8 and plan["samples_to_pass"] in (8, 16, 32)
     assert cli_main(["plan", "tp8", "--results-dir", str(tmp_path)]) == 0
-    assert f"--k3-samples {plan['samples_to_pass']}" in capsys.readouterr().out
+    assert f"--k3-suite-samples {plan['suite']}={plan['samples_to_pass']}" in capsys.readouterr().out
 
 
 def test_a_budget_cuts_the_maxima_and_says_what_it_still_reaches(
