@@ -56,18 +56,21 @@ API_KEY_ENV = "K3_LLAMACPP_API_KEY"
 # half of the context.
 PARALLEL_SLOTS = 2
 # The client options of every run against this one-thread server. llama.cpp closes keep-alive
-# connections idle for 5 s; a request that meets one closing is a transport error, which retries
-# absorb. Two: with two slots, two pooled connections can be stale at once (one retry was seen
-# to fail twice, 2026-12-01).
+# connections idle for 5 s; a request that meets one closing is a transport error ("Server
+# disconnected without sending a response": nothing was answered, so a retry counts nothing
+# twice), which retries absorb. Two retries 0.2 s apart were not enough on CI's loaded cores:
+# three attempts in a row met a closing connection (2026-12-04 and 2026-12-06, reasoning and
+# state-consistency probes), the run incomplete. Six, backing off from 0.5 s (at most about 30 s
+# in all), give a descheduled server time to answer.
 CLIENT_OPTIONS = (
     "--k3-concurrency",
     str(PARALLEL_SLOTS),
     "--k3-timeout",
     "120",
     "--k3-retries",
-    "2",
+    "6",
     "--k3-backoff",
-    "0.2",
+    "0.5",
 )
 CONTEXT_TOKENS = 4096
 # One thread: on two cores shared with pytest and an xdist worker, llama.cpp's two
