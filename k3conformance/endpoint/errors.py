@@ -2,12 +2,18 @@
 dropped stream: retried, never scored as a wrong answer), `api` (a 4xx rejection) or
 `parser` (the server's own output parser refused what the model wrote).
 
-The `parser` class is llama.cpp's: when its chat parser cannot read the model's output (a
-tool call it does not accept, text after a closed message) its server answers HTTP 500
-"The model produced output that does not match the expected peg-native format" (in a
-stream: an error event with that message). It is retried like any 5xx, since sampling may
-write something else; if it persists, it is a parser fault an agent would hit, deterministic
-for that output, not an outage: the checks fail it with the `parser` layer.
+The `parser` class is llama.cpp's: when its chat layer cannot read what the model wrote, its
+server answers HTTP 500 (in a stream: an error event), in one of two wordings:
+- "The model produced output that does not match the expected peg-native format": the
+  parser refuses this answer (a tool call it does not accept, text after a closed message);
+- "Failed to parse tool call arguments as JSON: ...": a request's history holds a tool call
+  whose arguments are not JSON. An agent sends back the calls the model made, as the server
+  returned them; after one such call (its parser passes the model's broken arguments
+  through), llama.cpp refuses every later turn of the conversation (measured on xllamacpp
+  2026.10.11549: a 500 before any decoding). vLLM and SGLang take the same history.
+Both are retried like any 5xx, since sampling may write something else; if one persists, it
+is a fault of the server's handling of the model's output that an agent would hit,
+deterministic for that output, not an outage: the checks fail it with the `parser` layer.
 """
 
 from __future__ import annotations
@@ -24,9 +30,13 @@ class ErrorClass(str, Enum):
     PARSER = "parser"
 
 
-# llama.cpp's words (its server in xllamacpp 2026.10.11549) when its parser refuses the output; the format
-# named is the parser's kind ("peg-native" for the Kimi K3 handler).
-_PARSER_REFUSAL = re.compile(r"model produced output that does not match the expected [\w-]+ format")
+# llama.cpp's words (its server in xllamacpp 2026.10.11549; tests/unit/endpoint/test_parser_refusals.py
+# finds them in its library) when it cannot read the model's output: the format named is the
+# parser's kind ("peg-native" for the Kimi K3 handler).
+_PARSER_REFUSAL = re.compile(
+    r"model produced output that does not match the expected [\w-]+ format"
+    r"|Failed to parse tool call arguments as JSON"
+)
 
 
 def is_parser_refusal(message: str) -> bool:
