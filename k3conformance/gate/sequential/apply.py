@@ -26,29 +26,36 @@ def apply_sequential(result: GateResult, paths: Mapping[str, Any], baseline: Sto
     decided. `paths` is the run's sequential block (`SequentialRun.to_summary`, kept in summary.json),
     so `k3conformance compare` re-gates a stored sequential run as the run itself did.
 
-    The only way to judge a suite on fewer than the baseline's items is a stop the rule made at a
-    look or a monitor, on an order committed over every item the baseline scored. Anything else
-    that left items out keeps its coverage finding: a stop "by the maximum" (the plan's maximum
-    is no decision; `--k3-max-items 1` reaches it after one item), an order that is not the
-    baseline's item set (planned on a subset, or edited), or no stop at all."""
+    The only ways to judge a suite on fewer than the baseline's items are a stop the rule made at a
+    look or a monitor, and the end of the plan's own maximum (the items its power asks for), on an
+    order committed over every item the baseline scored. Anything else that left items out keeps
+    its coverage finding: a maximum an option cut (`--k3-max-items 1` reaches it after one item;
+    a block that does not say is taken as cut), an order that is not the baseline's item set
+    (planned on a subset, or edited), or no stop at all.
+
+    A suite the rule decided, at a look, a monitor or the end of its plan's maximum, takes the
+    rule's verdict for its accuracy: the design's last look has bounds of its own (PASS at 1.74
+    where a one-sided fixed-size test at 5% passes at 1.64, for five looks), and the fixed-size
+    comparison of the same items would PASS what the design's calibration counts as
+    INCONCLUSIVE, above α at the margin. A maximum an option cut keeps the fixed-size comparison
+    beside its coverage finding."""
     result.sequential = dict(paths)
     findings = list(result.findings)
     for suite, path in paths.items():
         stop = path["stop"]
         superseded = set()
         early = stop is not None and stop["by"] != BY_MAXIMUM
-        if early and _orders_the_baseline(path, baseline, suite):
+        planned_end = stop is not None and stop["by"] == BY_MAXIMUM and _at_the_plans_maximum(path)
+        if (early or planned_end) and _orders_the_baseline(path, baseline, suite):
             # A suite the sequential rule decided ran the items its plan asked for, in the committed
             # order: the baseline's other items are not missing evidence.
             superseded.add(ABOUT_COVERAGE)
-        elif early:
+        elif early or planned_end:
             result.notes.append(
                 f"{suite}: the sequential order is not the baseline's item set: its stop does not excuse missing items"
             )
-        if early:
-            # The fixed-size comparison of a suite stopped early sees only the items it ran: the
-            # sequential rule, whose error rates hold at its looks, is the one that decides it. A
-            # suite that reached its maximum keeps the fixed-size comparison of the same items.
+        if early or planned_end:
+            # The sequential rule's error rates hold over all of its looks, the last one included.
             superseded.add(ABOUT_ACCURACY)
         findings = [f for f in findings if f.suite != suite or f.about not in superseded]
         if stop is None and path.get("left_unjudged"):
@@ -63,6 +70,11 @@ def apply_sequential(result: GateResult, paths: Mapping[str, Any], baseline: Sto
             findings.append(Finding(stop["verdict"], text, suite, ABOUT_ACCURACY))
     result.notes += verdict_lines(paths)
     settle(result, findings)
+
+
+def _at_the_plans_maximum(path: Mapping[str, Any]) -> bool:
+    """Whether the block says that no option cut its maximum (blocks before it said so do not)."""
+    return "maximum_capped_by" in path and path["maximum_capped_by"] is None
 
 
 def _orders_the_baseline(path: Mapping[str, Any], baseline: StoredRun, suite: str) -> bool:

@@ -138,7 +138,7 @@ class SuitePlan:
     # Samples per item (baseline and candidate alike) that reach the PASS power on the maximum's
     # items, where one sample does not; None when no count does or the spread is unmeasured.
     samples_to_pass: int | None = None
-    # The budget's cap on the items, when a --k3-budget lowered the maximum.
+    # The budget's cap on the items, when `k3conformance plan --budget` lowered the maximum.
     budget_items: int | None = None
 
     def expected_requests(self, items: float) -> float | None:
@@ -156,6 +156,16 @@ class SuitePlan:
     def run_design(self) -> SequentialDesign:
         """What a sequential run of this suite follows: the rounds design when there is one."""
         return self.rounds or self.design
+
+    @property
+    def maximum_capped_by(self) -> str | None:
+        """The option that set the maximum below the plan's own (the items its power needs, or
+        every item the baseline scored where that is fewer); None when the maximum is the plan's.
+        A suite that reaches the plan's own maximum undecided ran all the evidence its design
+        asked for; one that reaches a cut maximum did not."""
+        if self.design.max_items >= min(self.planned_items, self.items_available):
+            return None
+        return "--budget" if self.design.max_items == self.budget_items else "--k3-max-items"
 
     @property
     def capped_by_items(self) -> bool:
@@ -276,7 +286,7 @@ def plan_suite(
 ) -> SuitePlan:
     """The design for one suite. `pass_power`: the PASS power at no change the maximum is sized for
     (the FAIL side's at twice the margin stays 0.8); `spend`: (requests, output tokens) per sample of
-    an item, as the baseline spent them; `budget_items`: a cap on the items from --k3-budget."""
+    an item, as the baseline spent them; `budget_items`: a cap on the items from `plan --budget`."""
     if not baseline:
         raise ValueError(f"{suite}: the baseline scored no item")
     if margin <= 0:

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from k3conformance.gate.sequential.plan import a_a_partner, plan_items
+from k3conformance.gate.sequential.plan import SuitePlan, a_a_partner, plan_items
 from k3conformance.gate.sequential.rule import SequentialSuite
 from k3conformance.gate.sequential.state import suite_path, suite_rule
 from k3conformance.gate.settings import GateSettings
@@ -59,9 +59,9 @@ def replay_sequential(
                 f"{design.alpha:g}, not the {margin * 100:g} pts at α {alpha:g} asked for; judged fixed-size"
             )
             continue
-        mismatch = _design_mismatch(design, suite, order, baseline, candidate, settings)
-        if mismatch is not None:
-            notes.append(f"{suite}: {mismatch}; judged fixed-size")
+        plan = _recomputed_plan(design, suite, order, baseline, candidate, settings)
+        if isinstance(plan, str):
+            notes.append(f"{suite}: {plan}; judged fixed-size")
             continue
         rule = suite_rule(design, baseline, suite, order, settings)
         try:
@@ -80,6 +80,7 @@ def replay_sequential(
             cancelled_items=list(block.get("cancelled_items") or []),
             requests_saved=int(block.get("requests_saved") or 0),
             output_tokens_saved=int(block.get("output_tokens_saved") or 0),
+            maximum_capped_by=plan.maximum_capped_by,
             left_unjudged=str(block["left_unjudged"]) if block.get("left_unjudged") else None,
         )
     return Replayed(paths, notes)
@@ -89,18 +90,19 @@ def replay_sequential(
 _PLAN_SETTINGS = ("looks", "max_items", "sample_rounds", "samples")
 
 
-def _design_mismatch(
+def _recomputed_plan(
     stored: SequentialDesign,
     suite: str,
     order: list[str],
     baseline: StoredRun,
     candidate: StoredRun,
     settings: GateSettings,
-) -> str | None:
-    """Why the stored design is not the one the plan makes from the baseline, or None when it is.
+) -> SuitePlan | str:
+    """The plan made from the baseline and the run's recorded options, or why the stored design is
+    not that plan's.
 
     The design is recomputed, never read from the candidate: an edited summary with every PASS
-    bound at −12 was PASS, exit 0 (issue 21, reproduction 3)."""
+    bound at −12 was PASS, exit 0 (issue 21, reproduction 3). So is what cut its maximum."""
     recorded = candidate.summary.get("settings") or {}
     if not all(name in recorded for name in _PLAN_SETTINGS):
         return "the run did not record its plan options, so its design cannot be recomputed from the baseline"
@@ -121,26 +123,26 @@ def _design_mismatch(
         return "the stored order is not the baseline's item set"
     partner = a_a_partner(baseline, started_before=candidate.summary.get("started_at"))
     try:
-        expected = _planned_design(suite, tuple((item, totals[item]) for item in order), options, partner)
+        plan = _planned(suite, tuple((item, totals[item]) for item in order), options, partner)
     except ValueError as error:
         return f"no plan can be made from the baseline ({error})"
-    if not _same_design(stored, expected):
+    if not _same_design(stored, plan.run_design):
         return "the stored sequential design is not the one the plan makes from the baseline and the run's options"
-    return None
+    return plan
 
 
-# Designs planned in this process, by everything they are planned from (the partner by its file).
-_PLANNED: dict[tuple[Any, ...], SequentialDesign] = {}
+# Plans made in this process, by everything they are planned from (the partner by its file).
+_PLANNED: dict[tuple[Any, ...], SuitePlan] = {}
 
 
-def _planned_design(
+def _planned(
     suite: str, totals: tuple[tuple[str, ItemTotals], ...], options: GateSettings, partner: StoredRun | None
-) -> SequentialDesign:
-    """The plan's design (seconds of numerical work for a suite sampled in rounds), kept for the
-    same inputs: re-gating one run under several options replans only what changed."""
+) -> SuitePlan:
+    """The plan (seconds of numerical work for a suite sampled in rounds), kept for the same
+    inputs: re-gating one run under several options replans only what changed."""
     key = (suite, totals, options, None if partner is None else (str(partner.path), partner.label))
     if key not in _PLANNED:
-        _PLANNED[key] = plan_items(suite, dict(totals), options, partner).run_design
+        _PLANNED[key] = plan_items(suite, dict(totals), options, partner)
     return _PLANNED[key]
 
 

@@ -361,6 +361,7 @@ class SequentialRun:
                 cancelled_items=entry.cancelled_items,
                 requests_saved=entry.requests_saved,
                 output_tokens_saved=entry.output_tokens_saved,
+                maximum_capped_by=entry.plan.maximum_capped_by,
                 left_unjudged=entry.left_unjudged,
             )
             for suite, entry in self.suites.items()
@@ -378,9 +379,11 @@ def suite_path(
     cancelled_items: list[str],
     requests_saved: int,
     output_tokens_saved: int,
+    maximum_capped_by: str | None,
     left_unjudged: str | None = None,
 ) -> dict[str, Any]:
-    """One suite's sequential block, as the run stores it and `compare` replays it."""
+    """One suite's sequential block, as the run stores it and `compare` replays it.
+    `maximum_capped_by`: the option that cut the plan's maximum (SuitePlan.maximum_capped_by)."""
     stop, maximum = rule.stop, rule.design.max_items
     # A suite sampled in rounds keeps each item's score after each round: the summary's totals
     # hold every round together, and compare's replay needs the looks' own (an item-only suite's
@@ -392,6 +395,7 @@ def suite_path(
         "order_seed": seed,
         "order": order,
         "max_items": maximum,
+        "maximum_capped_by": maximum_capped_by,
         "samples_used": samples_used,
         "blocked_by": blocked_by,
         "stopped_early": stop is not None and stop.items < maximum,
@@ -417,6 +421,8 @@ def verdict_lines(paths: Mapping[str, Any]) -> list[str]:
             lines.append(f"{suite}: no sequential decision ({reason}; {path['items']} of {maximum} items fed)")
             continue
         where = f"look {stop['look']} of {len(path['design']['sizes'])}" if stop["by"] == "look" else stop["by"]
+        if stop["by"] == BY_MAXIMUM and path.get("maximum_capped_by"):
+            where += f" (cut by {path['maximum_capped_by']})"
         seen = look_samples(path["design"], stop["look"]) if stop["by"] in ("look", BY_MAXIMUM) else ""
         where += f" ({seen})" if seen else ""
         saved = (

@@ -92,3 +92,41 @@ def test_the_plan_orders_the_baselines_items_and_an_item_not_collected_blocks_th
         score.add(1.0, answered=True, truncated=False, output_tokens=1)
         assert run.test_done(SUITE, item, score) is None
     assert entry.rule.stop is None and entry.blocked_by == first_missing
+
+
+def test_the_end_of_the_plans_own_maximum_excuses_the_items_after_it() -> None:
+    # A plan sized by power asks for fewer items than the pool holds; a suite that ran them all,
+    # undecided, is INCONCLUSIVE (the fixed-size comparison of those items), not missing evidence
+    # that a resume would send (the A/A runs at the plans' sizes, 2026-12-06).
+    baseline, candidate = runs(5)
+    order = sorted(baseline.item_totals(SUITE))
+    stop = {"verdict": "INCONCLUSIVE", "by": BY_MAXIMUM, "items": 5, "look": 1}
+    assert coverage_findings(baseline, candidate, {**path(order, stop), "maximum_capped_by": None}) == []
+
+
+def test_a_maximum_an_option_cut_keeps_the_coverage_finding() -> None:
+    baseline, candidate = runs(5)
+    order = sorted(baseline.item_totals(SUITE))
+    stop = {"verdict": "INCONCLUSIVE", "by": BY_MAXIMUM, "items": 5, "look": 1}
+    for cut_by in ("--k3-max-items", "--budget"):
+        assert coverage_findings(baseline, candidate, {**path(order, stop), "maximum_capped_by": cut_by}), cut_by
+
+
+def test_the_plans_maximum_on_an_order_of_other_items_keeps_the_coverage_finding() -> None:
+    baseline, candidate = runs(5)
+    order = sorted(candidate.item_totals(SUITE))
+    stop = {"verdict": "INCONCLUSIVE", "by": BY_MAXIMUM, "items": 5, "look": 1}
+    assert coverage_findings(baseline, candidate, {**path(order, stop), "maximum_capped_by": None})
+
+
+def test_the_end_of_the_plans_own_maximum_takes_the_rules_verdict_not_the_fixed_size_one() -> None:
+    # The last look's bounds are the design's (calibrated over every look); the fixed-size
+    # comparison of the same items would PASS more than α at the margin.
+    baseline, candidate = runs(5)
+    order = sorted(baseline.item_totals(SUITE))
+    stop = {"verdict": "INCONCLUSIVE", "by": BY_MAXIMUM, "items": 5, "look": 1}
+    for cut_by, rules in ((None, True), ("--k3-max-items", False)):
+        result = judge(baseline, candidate, GateSettings())
+        apply_sequential(result, {SUITE: {**path(order, stop), "maximum_capped_by": cut_by}}, baseline)
+        ruled = f"INCONCLUSIVE: {SUITE}: sequential INCONCLUSIVE by the {BY_MAXIMUM} after 5 items"
+        assert (ruled in result.reasons) is rules, (cut_by, result.reasons)

@@ -267,3 +267,21 @@ def test_a_budget_cuts_the_maxima_and_says_what_it_still_reaches(
     assert "the budget of 10,000,000 tokens holds every suite's maximum" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         cli_main(["plan", "tp8", "--results-dir", str(tmp_path), "--budget", "requests=lots"])
+
+
+def test_the_plan_says_which_option_cut_its_maximum() -> None:
+    from k3conformance.gate.sequential.plan import plan_suite, spread_from
+    from k3conformance.stats.paired import ItemTotals
+
+    many = {str(i): ItemTotals(1, float(i % 2)) for i in range(8000)}
+    few = dict(list(many.items())[:50])
+
+    def cut(pool: dict[str, ItemTotals], max_items: int | None = None, budget_items: int | None = None) -> str | None:
+        spread = spread_from(pool, None, None)
+        plan = plan_suite("math", pool, spread, margin=0.03, alpha=0.05, max_items=max_items, budget_items=budget_items)
+        return plan.maximum_capped_by
+
+    # The plan's own maximum: the items its power needs, or every item where the pool is smaller.
+    assert cut(many) is None and cut(few) is None and cut(many, max_items=10**6) is None
+    assert cut(many, max_items=100) == "--k3-max-items" and cut(few, max_items=49) == "--k3-max-items"
+    assert cut(many, budget_items=100) == "--budget"
