@@ -17,6 +17,9 @@ Beside them, bugs the project really had (`reverted fix`, `reverted_fix`): a fix
 project's history, taken back out of the pinned release where the fix's lines are still there
 as it wrote them, all in one function (the manner of SWE-bench: the state before a real fix).
 
+Two mutants of one project in two different files make one task too (`two files`): the report
+gives both symptoms, and the fix spans both files.
+
 Whether a mutant is a task is for the project's own tests to say (the pool builder keeps
 only those that fail at least one test the original passes); this module only proposes.
 """
@@ -88,6 +91,9 @@ def mutants(path: str, source: str) -> list[Mutant]:
 
 
 REVERTED_FIX = "reverted fix"
+# A task of two of the project's bugs, each in its own file (the pool builder's pairs of mutants):
+# the hidden tests pass only once both are fixed, each alone being a validated task.
+TWO_FILES = "two files"
 
 
 def reverted_fix(path: str, source: str, hunks: Sequence[tuple[str, str]], detail: str) -> Mutant | None:

@@ -10,7 +10,9 @@ function (k3conformance/agent/mutants.py): the function as the project has it
 (`original`, the reference solution) and with the bug (`mutated`), the bug report
 (`statement`, written from the failing tests' behaviour, never naming the place of the fix),
 the tests the bug breaks (`fail_to_pass`) and the file of the first of them
-(`visible_tests`). `fixtures/pools/build_swe_mutants.py` builds and validates the pool.
+(`visible_tests`). A task of several files (`"bug_kind": "two files"`) holds its bugs under
+`edits` instead, each with its own `path`, `function`, `bug_kind`, `original` and `mutated`.
+`fixtures/pools/build_swe_mutants.py` builds and validates the pool.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from k3conformance.agent.mutants import BUG_KINDS, REVERTED_FIX
+from k3conformance.agent.mutants import BUG_KINDS, REVERTED_FIX, TWO_FILES
 from k3conformance.agent.tasks import AgentTask, TaskSet
 from k3conformance.datasets.bundled import fixtures_dir
 from k3conformance.datasets.pools import PoolUnavailable
@@ -73,11 +75,17 @@ def load_pool_tasks(directory: Path | None = None) -> tuple[TaskSet, tuple[PoolT
 def pool_task(item: Mapping[str, Any], project: Mapping[str, Any]) -> PoolTask:
     """One task: the project with the bug in (start), as published (solution), its tests hidden."""
     files: dict[str, str] = dict(project["files"])
-    path, original, mutated = str(item["path"]), str(item["original"]), str(item["mutated"])
-    if files.get(path, "").count(original) != 1:
-        raise PoolError(f"task {item['id']}: the function's source must occur exactly once in {path}")
-    start = {**files, path: files[path].replace(original, mutated)}
-    difficulty = 1 + (files[path].count("\n") > LONG_FILE_LINES)
+    edits = item.get("edits") or [item]
+    start = dict(files)
+    for edit in edits:
+        path, original, mutated = str(edit["path"]), str(edit["original"]), str(edit["mutated"])
+        if start.get(path, "").count(original) != 1:
+            raise PoolError(f"task {item['id']}: the function's source must occur exactly once in {path}")
+        start[path] = start[path].replace(original, mutated)
+    if len({str(edit["path"]) for edit in edits}) != len(edits):
+        raise PoolError(f"task {item['id']}: two of its edits are in one file")
+    # Each bug to find is a step, and each long file to find it in one more.
+    difficulty = len(edits) + any(files[str(edit["path"])].count("\n") > LONG_FILE_LINES for edit in edits)
     task = AgentTask(
         id=str(item["id"]),
         family=str(item["project"]),
@@ -102,7 +110,7 @@ def pool_provenance(directory: Path | None = None) -> dict[str, Any]:
 
 def summary_table(sources: list[dict[str, Any]]) -> str:
     """The pool's projects as docs/suites.md shows them (the builder prints the same table)."""
-    kinds = (*BUG_KINDS, REVERTED_FIX)
+    kinds = (*BUG_KINDS, REVERTED_FIX, TWO_FILES)
     lines = [
         "| project | version | license | tasks | " + " | ".join(kinds) + " | deciding tests |",
         "|---|---|---|---|" + "---|" * len(kinds) + "---|",

@@ -123,7 +123,7 @@ def _through_the_shell(task: AgentTask, name: str, arguments: Mapping[str, Any])
 
 def _changes(task: AgentTask, correct: bool) -> list[tuple[str, Mapping[str, Any]]]:
     if task.hidden_ids:
-        return [_function_rewrite(task, correct)]
+        return [_function_rewrite(task, path, correct) for path in task.changed_paths()]
     if task.kind == "bugfix":
         (path,) = task.changed_paths()
         old, new = _changed_block(task.start[path], task.solution[path])
@@ -141,10 +141,10 @@ def _changes(task: AgentTask, correct: bool) -> list[tuple[str, Mapping[str, Any
     ]
 
 
-def _function_rewrite(task: AgentTask, correct: bool) -> tuple[str, Mapping[str, Any]]:
-    """A task of a real project: the agent rewrites the whole function it found the bug in,
-    with the editor of the open coding agents (its drafts are as long as the function)."""
-    (path,) = task.changed_paths()
+def _function_rewrite(task: AgentTask, path: str, correct: bool) -> tuple[str, Mapping[str, Any]]:
+    """A task of a real project: the agent rewrites the whole function it found a bug in (one
+    per file of the task), with the editor of the open coding agents (its drafts are as long as
+    the function)."""
     start, solution = task.start[path], task.solution[path]
     old, new = _changed_block(start, solution)
     first = start[: start.index(old)].count("\n") + 1

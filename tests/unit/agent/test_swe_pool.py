@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from k3conformance.agent.loop import task_prompt
-from k3conformance.agent.mutants import BUG_KINDS, REVERTED_FIX, mutants, reverted_fix
+from k3conformance.agent.mutants import BUG_KINDS, REVERTED_FIX, TWO_FILES, mutants, reverted_fix
 from k3conformance.agent.pool_tasks import (
     PoolError,
     PoolTask,
@@ -44,7 +44,7 @@ def test_the_pool_has_three_hundred_tasks_over_ten_projects_and_every_bug_kind()
     assert len(TASKS) >= 300
     projects = Counter(task.project for task in TASKS)
     assert len(projects) >= 10 and min(projects.values()) >= 5, projects
-    assert set(Counter(task.bug_kind for task in TASKS)) == {*BUG_KINDS, REVERTED_FIX}
+    assert set(Counter(task.bug_kind for task in TASKS)) == {*BUG_KINDS, REVERTED_FIX, TWO_FILES}
     assert len({task.task.id for task in TASKS}) == len(TASKS)
     # The pool's order spans the projects: the default run's sample holds ten of them.
     assert len({task.project for task in TASKS[:12]}) >= 10
@@ -65,9 +65,11 @@ def test_a_changed_data_file_is_refused(tmp_path: Path) -> None:
 def test_a_task_reports_a_symptom_never_the_place_of_the_fix() -> None:
     for entry in TASKS:
         task = entry.task
-        (path,) = task.changed_paths()
+        paths = task.changed_paths()
+        assert len(paths) == (2 if entry.bug_kind == TWO_FILES else 1), task.id
         assert entry.fail_to_pass and set(entry.fail_to_pass) <= set(task.hidden_ids)
-        assert path not in task.statement and "fails with" in task.statement, task.id
+        assert all(path not in task.statement for path in paths), task.id
+        assert task.statement.count("fails with") == len(paths), task.id
         assert task.visible_tests in task.start, task.id
 
 
@@ -75,19 +77,22 @@ def _one_per_project() -> list[PoolTask]:
     seen: dict[str, PoolTask] = {}
     for task in TASKS:
         seen.setdefault(task.project, task)
-    # And every real bug: there are few, and each is a fix the project made.
-    return [*seen.values(), *REAL]
+    # And every real bug: there are few, and each is a fix the project made; and a few bugs in two files.
+    return [*seen.values(), *REAL, *TWO[:3]]
 
 
 REAL = [task for task in TASKS if task.bug_kind == REVERTED_FIX]
+TWO = [task for task in TASKS if task.bug_kind == TWO_FILES]
 
 
 def test_real_bugs_come_from_the_projects_public_history_after_every_mutant() -> None:
     _, items = read_pool(pool_dir())
     real = [item for item in items if item.get("bug_kind") == REVERTED_FIX]
     assert len(real) == len(REAL) >= 5 and len({item["project"] for item in real}) >= 3
-    # After the mutants: the default run's first tasks are the same with or without them.
-    assert [task.bug_kind for task in TASKS[-len(REAL) :]] == [REVERTED_FIX] * len(REAL)
+    # After the mutants and before the bugs in two files: the default run's first tasks are the
+    # same with or without either.
+    tail = TASKS[-len(REAL) - len(TWO) :]
+    assert [task.bug_kind for task in tail] == [REVERTED_FIX] * len(REAL) + [TWO_FILES] * len(TWO)
     histories = {source["name"]: source.get("history", "") for source in pool_provenance()["sources"]}
     for item in real:
         repo, _, head = histories[item["project"]].removeprefix("github:").partition("@")
@@ -115,6 +120,33 @@ def test_the_start_fails_the_broken_tests_and_the_reference_passes_them_all(entr
     assert sorted(set(task.hidden_ids) - start.report.passed) == list(entry.fail_to_pass)
     solved = asyncio.run(Workspace(dict(task.solution), POOL).hidden_tests(task.hidden, task.hidden_ids))
     assert solved.passed, solved.reason
+
+
+def test_bugs_in_two_files_come_from_both_and_fixing_one_file_alone_does_not_solve_the_task() -> None:
+    _, items = read_pool(pool_dir())
+    two = [item for item in items if item.get("bug_kind") == TWO_FILES]
+    assert len(two) == len(TWO) >= 20 and len({item["project"] for item in two}) >= 5
+    for item in two:
+        assert [edit["bug_kind"] for edit in item["edits"]] != [] and all(
+            edit["bug_kind"] in BUG_KINDS for edit in item["edits"]
+        ), item["id"]
+    # The property that makes it one task of two files: either file fixed alone leaves tests failing.
+    for entry in TWO[:2]:
+        task = entry.task
+        for fixed in task.changed_paths():
+            half = {**task.start, fixed: task.solution[fixed]}
+            outcome = asyncio.run(Workspace(half, POOL).hidden_tests(task.hidden, task.hidden_ids))
+            assert not outcome.passed and outcome.report is not None, (task.id, fixed)
+
+
+def test_the_reference_deployment_plays_a_task_of_two_files_with_an_edit_in_each() -> None:
+    task = TWO[0].task
+    script = agent_play._script(task, correct=True)
+    edits = [arguments for name, arguments in script if name == "str_replace_editor"]
+    files = dict(task.start)
+    for edit in edits:
+        files[edit["path"]] = files[edit["path"]].replace(edit["old_str"], edit["new_str"])
+    assert [edit["path"] for edit in edits] == task.changed_paths() and files == task.solution
 
 
 def test_the_reference_deployment_plays_a_pool_task_from_its_answer_key() -> None:
