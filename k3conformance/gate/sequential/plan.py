@@ -49,7 +49,7 @@ from k3conformance.stats.group_sequential import (
     spending_bounds,
 )
 from k3conformance.stats.monitors import MONITOR_ALPHA
-from k3conformance.stats.paired import PASS, POWER, ItemTotals, compare_scores, tango_statistic
+from k3conformance.stats.paired import PASS, POWER, ItemTotals, tango_statistic
 
 ASSUMED_DISCORDANCE = 0.15
 DEFAULT_LOOKS = 5
@@ -140,6 +140,8 @@ class SuitePlan:
     samples_to_pass: int | None = None
     # The budget's cap on the items, when `k3conformance plan --budget` lowered the maximum.
     budget_items: int | None = None
+    # σ of d at a loss of twice the margin (spread_at_a_loss), which the FAIL side is sized on.
+    fail_sd: float | None = None
 
     def expected_requests(self, items: float) -> float | None:
         """Requests the candidate sends for `items` items at the baseline's samples per item."""
@@ -228,6 +230,28 @@ def spread_from(
     )
 
 
+def spread_at_a_loss(baseline: Mapping[str, ItemTotals], spread: Spread, loss: float) -> float:
+    """σ of d where the candidate has lost `loss` on every item alike: the unchanged spread plus the
+    sampling noise its lower scores add, since an item's per-sample variance p(1 − p) grows as p
+    falls towards 1/2 (at 91% and 8 samples per item a loss of 6 points takes σ from 0.132 to
+    0.150). A FAIL side sized on the unchanged spread FAILed the `numeric-drift` profile on math in
+    11 runs of 20 where the plan said 80% (2026-12-06). Never below the unchanged spread: a suite
+    near 0% would otherwise be sized on less noise than an unchanged deployment shows. Only where
+    the baseline measured its items' sampling noise (two samples or more on every item): with one
+    sample an item's score is 0 or 1, no chance of its own, and the spread is a discordance
+    (measured or assumed), held as it is."""
+    scored = [totals for totals in baseline.values() if totals.samples]
+    if not scored or within_variances(baseline) is None:
+        return spread.sd
+
+    def variance(share: float) -> float:
+        share = min(1.0, max(0.0, share))
+        return share * (1 - share)
+
+    added = sum((variance(t.mean - loss) - variance(t.mean)) / t.samples for t in scored) / len(scored)
+    return math.sqrt(spread.sd**2 + max(0.0, added))
+
+
 def samples_outlook(
     chosen: SequentialDesign, baseline: Mapping[str, ItemTotals], spread: Spread, rounds: Sequence[int]
 ) -> SamplesOutlook | None:
@@ -292,17 +316,18 @@ def plan_suite(
     if margin <= 0:
         raise ValueError(f"{suite}: a sequential plan needs a margin above 0")
     fail_alpha = alpha - MONITOR_ALPHA if alpha > 2 * MONITOR_ALPHA else alpha / 2
-    planned = _planned_items(spread.sd, margin, alpha, fail_alpha, looks, pass_power)
+    fail_sd = spread_at_a_loss(baseline, spread, 2 * margin)
+    planned = _planned_items(spread.sd, margin, alpha, fail_alpha, looks, pass_power, fail_sd)
     available = len(baseline)
     cap = min(planned, available, max_items or available, budget_items or available)
     chosen = design(cap, looks, margin=margin, alpha=alpha, fail_alpha=fail_alpha)
     no_change = _outcome(chosen, spread.sd, 0.0)
-    double_loss = _outcome(chosen, spread.sd, -2 * margin)
+    double_loss = _outcome(chosen, fail_sd, -2 * margin)
     z_fixed = _z_sum(alpha)
     outlook = samples_outlook(chosen, baseline, spread, sample_rounds)
     capped = chosen.max_items == available < planned
     rounds = _rounds_of(chosen, outlook, first_samples, sample_rounds) if capped else None
-    reachable, possible, reach_note = _reach(chosen, baseline, alpha)
+    reachable, possible, reach_note = _reach(chosen, baseline)
     return SuitePlan(
         suite=suite,
         items_available=available,
@@ -317,6 +342,7 @@ def plan_suite(
         pass_no_change=no_change[2],
         expected_items_double_loss=double_loss[0],
         fail_double_loss=double_loss[1],
+        fail_sd=fail_sd,
         min_detectable_drop=_min_detectable_drop(chosen, spread.sd),
         fixed_items_no_change=math.ceil((z_fixed * spread.sd / margin) ** 2),
         samples_outlook=outlook,
@@ -334,13 +360,13 @@ def plan_suite(
     )
 
 
-def _reach(chosen: SequentialDesign, baseline: Mapping[str, ItemTotals], alpha: float) -> tuple[bool, bool, str]:
+def _reach(chosen: SequentialDesign, baseline: Mapping[str, ItemTotals]) -> tuple[bool, bool, str]:
     """Whether a PASS is in reach on the maximum's items: (a candidate equal to the baseline on every
     item can PASS, any candidate can, the note saying why not). Equal to the baseline is what an
-    unchanged deployment scores on average; where that cannot clear the last look's PASS bound, nor
-    the fixed-size comparison that decides a suite reaching its maximum, an unchanged deployment
-    PASSes only by scoring above the baseline by chance, and where even a candidate right on every
-    sample cannot (a baseline at 100%), no outcome can."""
+    unchanged deployment scores on average; where that cannot clear the last look's PASS bound
+    (which decides a suite reaching its plan's maximum, gate/sequential/apply.py), an unchanged
+    deployment PASSes only by scoring above the baseline by chance, and where even a candidate
+    right on every sample cannot (a baseline at 100%), no outcome can."""
     ordered = [baseline[item] for item in sorted(baseline) if baseline[item].samples][: chosen.max_items]
     if len(ordered) < chosen.max_items:
         return (
@@ -349,11 +375,11 @@ def _reach(chosen: SequentialDesign, baseline: Mapping[str, ItemTotals], alpha: 
             f"PASS unreachable: the baseline scored {len(ordered)} of the {chosen.max_items} items the design needs",
         )
     equal = evaluate_look(chosen, len(chosen.sizes) - 1, ordered, ordered)
-    if _passes(chosen, ordered, ordered, alpha):
+    if equal.verdict == PASS:
         return True, True, ""
     perfect = [ItemTotals(samples=totals.samples, correct=float(totals.samples)) for totals in ordered]
-    possible = _passes(chosen, ordered, perfect, alpha)
-    needed = _items_to_reach(chosen.margin, alpha) if all(t.binary for t in ordered) else None
+    possible = evaluate_look(chosen, len(chosen.sizes) - 1, ordered, perfect).verdict == PASS
+    needed = _items_to_reach(chosen.margin, chosen.pass_bounds[-1]) if all(t.binary for t in ordered) else None
     more = f"; one sample per item needs at least {needed} items to make a PASS possible" if needed else ""
     return (
         False,
@@ -365,21 +391,9 @@ def _reach(chosen: SequentialDesign, baseline: Mapping[str, ItemTotals], alpha: 
     )
 
 
-def _passes(
-    chosen: SequentialDesign, baseline: Sequence[ItemTotals], candidate: Sequence[ItemTotals], alpha: float
-) -> bool:
-    """Whether `candidate` PASSes at the last look or by the fixed-size comparison at the maximum."""
-    if evaluate_look(chosen, len(chosen.sizes) - 1, baseline, candidate).verdict == PASS:
-        return True
-    base = {str(index): totals for index, totals in enumerate(baseline)}
-    cand = {str(index): totals for index, totals in enumerate(candidate)}
-    fixed = compare_scores(base, cand, margin=chosen.margin, alpha=alpha)
-    return fixed is not None and fixed.verdict == PASS
-
-
-def _items_to_reach(margin: float, alpha: float) -> int | None:
-    """The fewest single-sample items at which zero disagreement clears the fixed-size PASS bound."""
-    bound = float(stats.norm.isf(alpha))
+def _items_to_reach(margin: float, bound: float) -> int | None:
+    """The fewest single-sample items at which zero disagreement clears the last look's PASS bound
+    (a z bound: the same at any maximum for the same looks)."""
     for items in range(1, 100_000):
         if tango_statistic(0, 0, items, -margin) >= bound:
             return items
@@ -408,9 +422,16 @@ def _z_sum(alpha: float) -> float:
 
 
 def _planned_items(
-    sd: float, margin: float, alpha: float, fail_alpha: float, looks: int, pass_target: float = POWER
+    sd: float,
+    margin: float,
+    alpha: float,
+    fail_alpha: float,
+    looks: int,
+    pass_target: float = POWER,
+    fail_sd: float | None = None,
 ) -> int:
-    """N for `pass_target` power to PASS at no change and 80% to FAIL at −2m (both a distance m from −m)."""
+    """N for `pass_target` power to PASS at no change (σ of d `sd`) and 80% to FAIL at −2m (σ of d
+    `fail_sd`, default `sd`), both a distance m from −m."""
     fractions = [(k + 1) / looks for k in range(looks)]
     fail_bounds, pass_bounds = spending_bounds(fractions, fail_alpha), spending_bounds(fractions, alpha)
 
@@ -420,8 +441,9 @@ def _planned_items(
     def fail_power(drift: float) -> float:
         return crossing_probabilities(fractions, fail_bounds, pass_bounds, -drift).fail_total - POWER
 
-    drift = max(float(optimize.brentq(pass_power, 0.0, 20.0)), float(optimize.brentq(fail_power, 0.0, 20.0)))
-    return min(math.ceil((drift * sd / margin) ** 2), _PLAN_CEILING)
+    pass_items = (float(optimize.brentq(pass_power, 0.0, 20.0)) * sd / margin) ** 2
+    fail_items = (float(optimize.brentq(fail_power, 0.0, 20.0)) * (fail_sd or sd) / margin) ** 2
+    return min(math.ceil(max(pass_items, fail_items)), _PLAN_CEILING)
 
 
 def _outcome(chosen: SequentialDesign, sd: float, change: float) -> tuple[float, float, float]:
@@ -471,7 +493,8 @@ def plan_lines(plan: SuitePlan) -> list[str]:
         f"  no change: about {plan.expected_items_no_change:.0f} items to a decision{spent(plan.expected_items_no_change)} "
         f"(PASS {plan.pass_no_change:.0%}; sized for {plan.pass_power_target:.0%})",
         f"  a loss of {plan.margin * 200:.1f} pts (twice the margin): about {plan.expected_items_double_loss:.0f} "
-        f"items (FAIL {plan.fail_double_loss:.0%}; sized for {POWER:.0%})",
+        f"items (FAIL {plan.fail_double_loss:.0%}; sized for {POWER:.0%}"
+        + (f", at the spread such a loss makes, {plan.fail_sd:.3f})" if plan.fail_sd else ")"),
         f"  a loss of exactly the margin, {plan.margin * 100:.1f} pts: PASS {plan.pass_at_margin:.1%} (at most α "
         f"{plan.alpha:g})",
         f"  minimum detectable drop at {chosen.max_items} items: {plan.min_detectable_drop * 100:.1f} pts "
