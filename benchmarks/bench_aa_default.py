@@ -45,11 +45,14 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--candidate", default="tp8", help="the reference profile each seed runs (default: tp8)")
+    parser.add_argument("--keep", type=Path, help="store the runs in this new folder, kept (default: a temporary one)")
     parser.add_argument("pytest_args", nargs="*")
     arguments = parser.parse_args()
     extra = arguments.pytest_args
+    if arguments.keep is not None:
+        arguments.keep.mkdir(parents=True)
     with tempfile.TemporaryDirectory(prefix="k3-aa-") as folder:
-        results = Path(folder)
+        results = arguments.keep or Path(folder)
         pytest_run(results, "--k3-endpoint", "reference:tp8", "--k3-shape", "tp8", "--k3-save-baseline", *extra)
         known = {new_run(results, "tp8", set())}
         exits: Counter[int] = Counter()

@@ -30,7 +30,7 @@ from k3conformance.endpoint.completion import Completion
 from k3conformance.probes.probe import Exchange
 from k3conformance.probes.request_body import thinking_fields
 from k3conformance.scoring.call_matching import parse_arguments, schema_errors
-from k3conformance.scoring.repetition import detect_output
+from k3conformance.scoring.repetition import judge_output
 from k3conformance.xtml.markup import find_markup
 
 NUDGE = "Continue with the tools: change the files, run the tests, and call finish when the task is done."
@@ -307,7 +307,7 @@ def _turn_record(turn: int, step: str, completion: Completion, toolset: Toolset)
     markup = find_markup(completion.content)
     if markup:
         invalid.append({"kind": "markup in content", "detail": ", ".join(markup)})
-    reports = detect_output(completion.reasoning, completion.content)
+    reports = judge_output(completion.reasoning, completion.content)
     looping_part = next((part for part, report in reports.items() if report.looping), None)
     # As ItemScore.add_completion: the joined text sees every loop either part holds.
     loop = next(

@@ -145,7 +145,26 @@ def _function_rewrite(task: AgentTask, path: str, correct: bool) -> tuple[str, M
     """A task of a real project: the agent rewrites the whole function it found a bug in (one
     per file of the task), with the editor of the open coding agents (its drafts are as long as
     the function)."""
-    start, solution = task.start[path], task.solution[path]
+    # Keyed by the texts themselves (a string caches its hash), not by the task's id, which
+    # a user's instance file may share with a bundled task.
+    key = (task.start[path], task.solution[path])
+    if key not in _rewrites:
+        _rewrites[key] = _whole_function_edit(*key)
+    old, new = _rewrites[key]
+    if not correct:
+        head, _, rest = old.partition("\n")
+        new = f"{head}  # checked: looks right\n{rest}"
+    return ("str_replace_editor", {"command": "str_replace", "path": path, "old_str": old, "new_str": new})
+
+
+# Every turn of every sample replays the same edit; diffing and parsing a real module each time
+# was a third of the simulator's time on the pool's tasks.
+_rewrites: dict[tuple[str, str], tuple[str, str]] = {}
+
+
+def _whole_function_edit(start: str, solution: str) -> tuple[str, str]:
+    """The old and new text of the innermost function holding the change, where it occurs
+    once; else the changed block itself."""
     old, new = _changed_block(start, solution)
     first = start[: start.index(old)].count("\n") + 1
     last = first + old.count("\n")
@@ -161,10 +180,7 @@ def _function_rewrite(task: AgentTask, path: str, correct: bool) -> tuple[str, M
         whole = "".join(lines[low - 1 : high])
         if start.count(whole) == 1:
             old, new = whole, whole.replace(old, new, 1)
-    if not correct:
-        head, _, rest = old.partition("\n")
-        new = f"{head}  # checked: looks right\n{rest}"
-    return ("str_replace_editor", {"command": "str_replace", "path": path, "old_str": old, "new_str": new})
+    return old, new
 
 
 def _changed_block(start: str, solution: str) -> tuple[str, str]:

@@ -8,6 +8,7 @@ precision/recall/F1) and whether the arguments it sends fit the tool's schema.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -84,10 +85,20 @@ def schema_errors(tool_parameters: Mapping[str, Any], arguments: Mapping[str, An
 
     An invalid schema raises jsonschema.SchemaError: that is a bug in the tool, not in the call.
     """
-    Draft202012Validator.check_schema(tool_parameters)
-    validator = Draft202012Validator(tool_parameters)
+    validator = _validator(json.dumps(tool_parameters, sort_keys=True))
     errors = sorted(validator.iter_errors(arguments), key=lambda error: (list(map(str, error.path)), error.message))
     return [f"{error.json_path}: {error.message}" for error in errors]
+
+
+# Checking a schema against the metaschema cost more than the call it validates (an agent task
+# checks the same few tool schemas on every call of every turn), so a schema is checked and
+# compiled once, keyed by its canonical JSON. A bad schema raises again each time: errors are
+# not cached.
+@functools.lru_cache(maxsize=256)
+def _validator(canonical_schema: str) -> Draft202012Validator:
+    schema = json.loads(canonical_schema)
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
 
 
 # ---------------------------------------------------------------- matching calls, order-free

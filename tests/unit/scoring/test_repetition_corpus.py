@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from dataclasses import fields
 from typing import Any
 
 import pytest
 from run_files import REPO
 
-from k3conformance.scoring.repetition import detect
+from k3conformance.scoring.repetition import LoopVerdict, detect, judge
 
 CORPUS = REPO / "fixtures" / "repetition" / "corpus.json"
 ITEMS: list[dict[str, Any]] = json.loads(CORPUS.read_text(encoding="utf-8"))["items"]
@@ -53,3 +54,13 @@ def test_loop_is_found_with_its_kind(item: dict[str, Any]) -> None:
     assert report.escaped == (item["label"] == "escaped")
     assert report.tail_loop == (item["label"] != "escaped")
     assert 0 <= report.loop_start < len(item["text"]) and report.loop_chars > 0
+
+
+@pytest.mark.parametrize("item", ITEMS, ids=lambda item: item["id"])
+def test_the_verdict_alone_is_the_verdict_with_evidence(item: dict[str, Any]) -> None:
+    """The agent loop judges turns with `judge`, which skips the evidence: on every text of
+    the corpus it must say what `detect` says."""
+    report = detect(item["text"])
+    assert judge(item["text"]) == LoopVerdict(
+        **{field.name: getattr(report, field.name) for field in fields(LoopVerdict)}
+    )

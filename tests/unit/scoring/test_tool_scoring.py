@@ -102,6 +102,19 @@ def test_schema_errors_reports_anyof_enum_missing_and_extra_properties() -> None
 def test_schema_errors_refuses_an_invalid_schema() -> None:
     with pytest.raises(SchemaError):
         schema_errors({"type": "dict"}, {})
+    with pytest.raises(SchemaError):  # every time: a compiled schema is kept, a refusal is not
+        schema_errors({"type": "dict"}, {})
+
+
+def test_schema_errors_follows_the_schema_s_content_not_the_object() -> None:
+    """Compiled schemas are kept by their canonical JSON: the same schema written in another
+    key order is the same, and a schema changed in place is judged as it is now."""
+    schema: dict[str, Any] = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    assert schema_errors(schema, {"n": "1"}) == ["$.n: '1' is not of type 'integer'"]
+    reordered = {"properties": {"n": {"type": "integer"}}, "type": "object"}
+    assert schema_errors(reordered, {"n": "1"}) == ["$.n: '1' is not of type 'integer'"]
+    schema["properties"]["n"]["type"] = "string"
+    assert schema_errors(schema, {"n": "1"}) == []
 
 
 # ---------------------------------------------------------------- match_ground_truth
