@@ -310,7 +310,7 @@ def paired_t_statistic(differences: Sequence[float], margin: float) -> tuple[flo
     mean = sum(differences) / count
     variance = sum((d - mean) ** 2 for d in differences) / (count - 1)
     standard_error = math.sqrt(variance / count)
-    if too_few_disagreeing(differences):
+    if too_few_disagreeing(differences) or standard_error == 0:
         # Never under the error with Agresti and Min's pseudo-observations: a zero (or tiny) variance
         # on few items is no evidence of a small loss (the plain statistic was ±12 there, and 8 equal
         # items passed at a true loss of the margin).

@@ -280,8 +280,9 @@ def _paired_t(
     spread = math.sqrt(sum((d - mean) ** 2 for d in differences) / (count - 1)) if count > 1 else 0.0
     standard_error = spread / math.sqrt(count)
     degrees = max(count - 1, 1)
-    if standard_error < fallback_error and too_few_disagreeing(differences):
-        # Little or no spread: the pseudo-observations' error, never a near-zero-width interval.
+    if standard_error < fallback_error and (too_few_disagreeing(differences) or standard_error == 0):
+        # Little or no spread: the pseudo-observations' error, never a near-zero-width interval
+        # (nor a division by zero where every item moved by the same amount).
         standard_error, degrees = fallback_error, count + 1
     quantile = float(stats.t.ppf(1 - alpha, degrees))
     p_value = float(stats.t.cdf((mean + margin) / standard_error, degrees))

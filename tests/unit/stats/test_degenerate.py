@@ -60,3 +60,18 @@ def _wrong_pass(chosen: SequentialDesign | None, rng: random.Random, trials: int
 def test_wrong_pass_at_a_loss_of_the_margin_stays_under_alpha_against_a_perfect_baseline(sequential: bool) -> None:
     chosen = design(41, 5, margin=MARGIN, alpha=ALPHA) if sequential else None
     assert _wrong_pass(chosen, random.Random(21), 400, 41) <= ALPHA
+
+
+@pytest.mark.parametrize("step", [1 / 8, -1 / 8])
+def test_every_item_moved_by_the_same_amount_is_judged_not_crashed(step: float) -> None:
+    """Twenty items, each one sample of eight higher (or lower) than in the baseline: no spread
+    at all among many disagreeing items. The paired t divided by that zero spread, in the
+    fixed-size comparison and at a sequential look alike; the pseudo-observations' error is the
+    floor there too."""
+    baseline = {f"item-{i}": ItemTotals(8, 4.0) for i in range(20)}
+    candidate = {item: ItemTotals(8, 4.0 + 8 * step) for item in baseline}
+    comparison = compare_scores(baseline, candidate, margin=0.03, alpha=0.05)
+    assert comparison is not None and comparison.lower < step < comparison.upper
+    assert (comparison.verdict == PASS) == (step > 0)
+    statistic, _ = paired_t_statistic([step] * 20, 0.03)
+    assert (statistic > 0) == (step > 0)

@@ -219,6 +219,24 @@ def test_a_suite_an_equal_candidate_cannot_pass_still_passes_one_that_scores_abo
     assert "a deployment equal to the baseline cannot PASS coding" in out
 
 
+def test_reach_on_items_of_several_samples_is_judged_at_their_sampling_noise(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """72 items at 64 samples, scores spread as the agentic suite's A/A baseline: the plan sizes
+    45 items for 80% PASS, so a PASS is in reach. Equal on every item (no spread at all) is not
+    what an unchanged deployment scores there: judged so, the plan called this PASS unreachable
+    while the first A/A seed PASSed. All right on every sample, no outcome can PASS six items."""
+    store(tmp_path, "20260101T000000Z-aaaaaa", {f"item-{i}": (64, float(8 + (i * 7) % 56)) for i in range(72)})
+    assert cli_main(["plan", "tp8", "--results-dir", str(tmp_path), "--format", "json"]) == 0
+    (plan,) = json.loads(capsys.readouterr().out)["suites"]
+    assert plan["pass_no_change"] >= 0.8 and plan["pass_reachable"] is True, plan["reach_note"]
+    store(tmp_path / "certain", "20260101T000000Z-aaaaaa", {f"item-{i}": (64, 64.0) for i in range(6)})
+    assert cli_main(["plan", "tp8", "--results-dir", str(tmp_path / "certain"), "--format", "json"]) == 0
+    (certain,) = json.loads(capsys.readouterr().out)["suites"]
+    assert certain["pass_reachable"] is False and certain["pass_possible"] is False
+    assert "an unchanged candidate (each item off by its own sampling noise)" in certain["reach_note"]
+
+
 def test_each_gated_suite_is_sized_for_its_share_of_the_runs_pass_power() -> None:
     from k3conformance.gate.sequential.plan import plan_suite, spread_from, suite_pass_power
     from k3conformance.stats.paired import ItemTotals
