@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -71,6 +72,26 @@ def test_a_task_reports_a_symptom_never_the_place_of_the_fix() -> None:
         assert all(path not in task.statement for path in paths), task.id
         assert task.statement.count("fails with") == len(paths), task.id
         assert task.visible_tests in task.start, task.id
+
+
+# What only our sandbox writes: the boundary the hidden tests call the package through, the
+# runner's files and folders, and unittest's run summary (a user pastes the traceback, not that).
+HARNESS_MARKS = ("k3_boundary", "/sandbox/", "program.py", "hidden_tests", "K3_")
+
+
+def test_a_report_holds_nothing_of_the_harness() -> None:
+    for entry in TASKS:
+        statement = entry.task.statement
+        assert not [mark for mark in HARNESS_MARKS if mark in statement], (entry.task.id, statement)
+        assert not re.search(r"^\s*(?:-{50,}|Ran \d+ tests?|FAILED \()", statement, re.M), (entry.task.id, statement)
+
+
+def test_every_reproducer_is_the_test_s_source() -> None:
+    """Also a test a mixin defines in another file (cachetools' tests/__init__.py): its name
+    alone is no reproducer."""
+    for entry in TASKS:
+        reproducers = re.findall(r"shows it:\n\n    (.*)", entry.task.statement)
+        assert reproducers and all(line.startswith(("def ", "async def ", "@")) for line in reproducers), entry.task.id
 
 
 def _one_per_project() -> list[PoolTask]:
