@@ -40,27 +40,48 @@ def new_run(results: Path, shape: str, known: set[Path]) -> Path:
     return run_dir
 
 
+# A fresh baseline's seed: far from the candidates' 1, 2, ... so no pair shares its draws.
+BASELINE_SEED_OFFSET = 1000
+
+
+def store_baseline(results: Path, extra: list[str], seed: int | None) -> None:
+    seeded = ["--k3-seed", str(seed)] if seed is not None else []
+    pytest_run(results, "--k3-endpoint", "reference:tp8", "--k3-shape", "tp8", "--k3-save-baseline", *seeded, *extra)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--candidate", default="tp8", help="the reference profile each seed runs (default: tp8)")
     parser.add_argument("--keep", type=Path, help="store the runs in this new folder, kept (default: a temporary one)")
+    parser.add_argument(
+        "--fresh-baselines",
+        action="store_true",
+        help="store a new baseline (seed 1000 + N) for each seed N: the runs are then independent replicates "
+        "of the whole design; with one shared baseline its own sampling noise is in every one of them",
+    )
     parser.add_argument("pytest_args", nargs="*")
     arguments = parser.parse_args()
     extra = arguments.pytest_args
     if arguments.keep is not None:
         arguments.keep.mkdir(parents=True)
     with tempfile.TemporaryDirectory(prefix="k3-aa-") as folder:
-        results = arguments.keep or Path(folder)
-        pytest_run(results, "--k3-endpoint", "reference:tp8", "--k3-shape", "tp8", "--k3-save-baseline", *extra)
-        known = {new_run(results, "tp8", set())}
+        root = arguments.keep or Path(folder)
+        if not arguments.fresh_baselines:
+            store_baseline(root, extra, None)
         exits: Counter[int] = Counter()
         verdicts: Counter[str] = Counter()
         suite_tally: dict[str, Counter[str]] = {}
         print("| seed | exit | verdict | suites |")
         print("|---|---|---|---|")
         for seed in range(arguments.first_seed, arguments.first_seed + arguments.seeds):
+            results = root / f"seed-{seed}" if arguments.fresh_baselines else root
+            if arguments.fresh_baselines:
+                results.mkdir()
+                store_baseline(results, extra, BASELINE_SEED_OFFSET + seed)
+            shape_dir = results / f"reference-{arguments.candidate}"
+            known = set(shape_dir.iterdir()) if shape_dir.is_dir() else set()
             status = pytest_run(
                 results,
                 "--k3-endpoint",
@@ -74,7 +95,6 @@ def main() -> None:
                 *extra,
             )
             run_dir = new_run(results, f"reference-{arguments.candidate}", known)
-            known.add(run_dir)
             gate = json.loads((run_dir / "gate.json").read_text())
             suites = {name: entry["verdict"] for name, entry in sorted(gate["suite_verdicts"].items())}
             for name, verdict in suites.items():
