@@ -10,7 +10,8 @@ to exit 0 in at least 8 of 10 seeds and to FAIL in none. Per seed it prints the 
 gate's verdict and each suite's verdict from the run's gate.json; nothing is timed. Extra
 arguments after `--` go to every pytest run (for example `--k3-samples 8`). `--candidate
 numeric-drift` runs that profile instead of tp8 (every suite 6 points down, twice the default
-margin), which issue 31 asks to FAIL at least 4 runs in 5.
+margin), which issue 31 asks to FAIL at least 4 runs in 5. `--baseline-from DIR` gates against
+the baseline an earlier `--keep DIR` stored, so a second candidate costs no second baseline.
 """
 
 from __future__ import annotations
@@ -61,14 +62,24 @@ def main() -> None:
         help="store a new baseline (seed 1000 + N) for each seed N: the runs are then independent replicates "
         "of the whole design; with one shared baseline its own sampling noise is in every one of them",
     )
+    parser.add_argument(
+        "--baseline-from",
+        type=Path,
+        help="gate against the tp8 baseline already stored in this folder (an earlier --keep) and add the runs "
+        "there, instead of storing a new one: another candidate against the same baseline",
+    )
     parser.add_argument("pytest_args", nargs="*")
     arguments = parser.parse_args()
     extra = arguments.pytest_args
+    if arguments.baseline_from is not None and (arguments.keep is not None or arguments.fresh_baselines):
+        parser.error("--baseline-from reuses one stored baseline: not with --keep or --fresh-baselines")
+    if arguments.baseline_from is not None and not (arguments.baseline_from / "tp8").is_dir():
+        parser.error(f"--baseline-from {arguments.baseline_from}: no tp8 baseline stored there")
     if arguments.keep is not None:
         arguments.keep.mkdir(parents=True)
     with tempfile.TemporaryDirectory(prefix="k3-aa-") as folder:
-        root = arguments.keep or Path(folder)
-        if not arguments.fresh_baselines:
+        root = arguments.baseline_from or arguments.keep or Path(folder)
+        if arguments.baseline_from is None and not arguments.fresh_baselines:
             store_baseline(root, extra, None)
         exits: Counter[int] = Counter()
         verdicts: Counter[str] = Counter()
