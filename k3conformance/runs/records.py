@@ -10,9 +10,13 @@ the turn before it, so a response record whose messages start with the messages 
 conversation's previous record (same suite, item and sample, in the same file) stores only
 the messages it adds, with `messages_from: {"step", "count"}` naming what it continues, and
 leaves out the fields equal to that request's (`same_as_before`: the tool schemas, sampling).
-Storage then grows with a conversation's length, not with its square. `iter_records` puts
-the whole request back; a record whose predecessor is missing (a file cut by hand) keeps its
-tail and its `messages_from`. Resuming needs only responses and fingerprints (of the whole
+Storage then grows with a conversation's length, not with its square. Likewise a prompt is
+stored once for all the samples of an item: a response record that continues no conversation
+of its own but repeats the messages of the last record of the same suite, item and step that
+was stored whole (another sample's: a long-context prompt of 128k tokens asked 18 times) names
+it, `messages_from: {"sample", "step", "count"}`. `iter_records` puts the whole request back; a
+record whose predecessor is missing (a file cut by hand) keeps its tail and its
+`messages_from`. Resuming needs only responses and fingerprints (of the whole
 request, taken before it is written), so it reads records either way.
 
 A finished session compresses its records file (`records-<process>.jsonl.zst`, Zstandard at
@@ -67,6 +71,9 @@ SAME_AS_BEFORE = "same_as_before"
 _Conversation = tuple[str, str, int]
 # Per conversation: the step of its last request, and that request.
 _History = tuple[str, dict[str, Any]]
+# Per suite, item and step: the sample of the last request stored whole there, and that request.
+_Step = tuple[str, str, str]
+_Root = tuple[int, dict[str, Any]]
 
 
 def utc_now() -> str:
@@ -283,24 +290,33 @@ def iter_records(run_dir: Path, kind: str | None = None) -> Iterator[dict[str, A
     module's docstring), without what binds it to the run (runs/chain.py)."""
     for path in record_files(run_dir):
         histories: dict[_Conversation, _History] = {}
+        roots: dict[_Step, _Root] = {}
         for _, chained in iter_lines(path):
             record = {key: value for key, value in chained.items() if key not in _BINDING}
             if record.get("kind") == "response":
-                record = expand_request(record, histories)
+                record = expand_request(record, histories, roots)
             if kind is None or record.get("kind") == kind:
                 yield record
 
 
-def expand_request(record: dict[str, Any], histories: dict[_Conversation, _History]) -> dict[str, Any]:
-    """A response record with its whole request, from the conversation's earlier records (in file order)."""
+def expand_request(
+    record: dict[str, Any], histories: dict[_Conversation, _History], roots: dict[_Step, _Root]
+) -> dict[str, Any]:
+    """A response record with its whole request, from the earlier records it continues (in file
+    order): its conversation's, or another sample's of the same step."""
     request = record.get("request")
     if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
         return record
     key = (str(record.get("suite")), str(record.get("item")), int(record.get("sample", 0)))
+    step = str(record.get("step"))
     reference = request.get(MESSAGES_FROM)
     if isinstance(reference, dict):
-        earlier = histories.get(key)
         count = int(reference.get("count", -1))
+        if "sample" in reference:
+            root = roots.get((key[0], key[1], step))
+            earlier = None if root is None or root[0] != reference["sample"] else (step, root[1])
+        else:
+            earlier = histories.get(key)
         if earlier is None or earlier[0] != reference.get("step") or len(earlier[1]["messages"]) != count:
             return record
         previous = earlier[1]
@@ -309,7 +325,9 @@ def expand_request(record: dict[str, Any], histories: dict[_Conversation, _Histo
         whole["messages"] = previous["messages"] + request["messages"]
         request = whole
         record = {**record, "request": whole}
-    histories[key] = (str(record.get("step")), request)
+    else:
+        roots[key[0], key[1], step] = (key[2], request)
+    histories[key] = (step, request)
     return record
 
 
@@ -334,6 +352,8 @@ class RecordWriter:
         self._lock = threading.Lock()
         # Per conversation, the step and request of the last response record written to this file.
         self._histories: dict[_Conversation, _History] = {}
+        # Per suite, item and step, the last request written whole to this file (as the reader sees them).
+        self._roots: dict[_Step, _Root] = {}
         self._handle: IO[str] = path.open("a", encoding="utf-8")
         if self._handle.tell() > 0 and not _ends_with_newline(path):
             # The last run died mid-line: start ours on a line of its own.
@@ -354,20 +374,18 @@ class RecordWriter:
         if not isinstance(request, dict) or not isinstance(messages, list):
             return record
         key = (str(record.get("suite")), str(record.get("item")), int(record.get("sample", 0)))
+        step = str(record.get("step"))
         earlier = self._histories.get(key)
         # Copies: the caller's list may grow with the next turn.
-        self._histories[key] = (str(record.get("step")), {**request, "messages": list(messages)})
-        if earlier is None:
+        whole = {**request, "messages": list(messages)}
+        self._histories[key] = (step, whole)
+        compact = None if earlier is None else _continuing(request, earlier[1], {"step": earlier[0]})
+        root = self._roots.get((key[0], key[1], step))
+        if compact is None and root is not None:
+            compact = _continuing(request, root[1], {"sample": root[0], "step": step})
+        if compact is None:
+            self._roots[key[0], key[1], step] = (key[2], whole)
             return record
-        step, previous = earlier
-        count = len(previous["messages"])
-        if not count or len(messages) < count or messages[:count] != previous["messages"]:
-            return record
-        same = sorted(name for name, value in request.items() if name != "messages" and previous.get(name) == value)
-        compact = {name: value for name, value in request.items() if name not in same}
-        compact.update(messages=messages[count:], **{MESSAGES_FROM: {"step": step, "count": count}})
-        if same:
-            compact[SAME_AS_BEFORE] = same
         return {**record, "request": compact}
 
     def sealed_head(self) -> dict[str, Any]:
@@ -383,6 +401,22 @@ class RecordWriter:
             self._handle.close()
             if compress and self.path.exists():
                 compress_records(self.path)
+
+
+def _continuing(
+    request: Mapping[str, Any], previous: Mapping[str, Any], reference: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """`request` stored as what it adds to `previous` (whose messages it starts with), naming it by
+    `reference`; None where it does not start with them."""
+    messages, count = request["messages"], len(previous["messages"])
+    if not count or len(messages) < count or messages[:count] != previous["messages"]:
+        return None
+    same = sorted(name for name, value in request.items() if name != "messages" and previous.get(name) == value)
+    compact = {name: value for name, value in request.items() if name not in same}
+    compact.update(messages=messages[count:], **{MESSAGES_FROM: {**reference, "count": count}})
+    if same:
+        compact[SAME_AS_BEFORE] = same
+    return compact
 
 
 def _ends_with_newline(path: Path) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from random import Random
 from typing import Any
@@ -172,3 +173,72 @@ def test_a_plain_file_compressed_after_it_was_listed_is_read_compressed(tmp_path
     compress_records(listed)
     assert not listed.exists()
     assert list(iter_lines(listed)) == stored and len(stored) == len(records)
+
+
+def test_a_prompt_asked_for_several_samples_is_stored_once(tmp_path: Path) -> None:
+    # A long-context item asked 18 times: the prompt is the same, the seed is not.
+    prompts = {item: [{"role": "user", "content": f"{item} " + "haystack " * 5000}] for item in ("a", "b")}
+    written = [
+        {**response(item, "answer", prompts[item], seed=sample), "suite": "long_context_128k", "sample": sample}
+        for sample in range(18)
+        for item in ("b", "a")
+    ]
+    writer = RecordWriter(tmp_path / "records-main.jsonl", "run-1", "0" * 64)
+    for record in written:
+        writer.write(record)
+    writer.close(compress=False)
+    assert list(iter_records(tmp_path)) == written
+    raw = [json.loads(line) for line in (tmp_path / "records-main.jsonl").read_text().splitlines()]
+    whole = [record for record in raw if MESSAGES_FROM not in record["request"]]
+    assert [(record["item"], record["sample"]) for record in whole] == [("b", 0), ("a", 0)]
+    assert all(
+        record["request"][MESSAGES_FROM] == {"sample": 0, "step": "answer", "count": 1}
+        and record["request"]["messages"] == []
+        and record["request"]["seed"] == record["sample"]
+        for record in raw
+        if record not in whole
+    )
+    assert (tmp_path / "records-main.jsonl").stat().st_size * 10 < sum(len(json.dumps(record)) for record in written)
+
+
+def _random_records(random: Random) -> list[dict[str, Any]]:
+    """Conversations of two items over three samples, interleaved as concurrent requests write
+    them: a turn adds to the history, or starts over, or asks what another sample asked."""
+    histories: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    turns: dict[tuple[str, int], int] = {}
+    records = []
+    for _ in range(random.randrange(1, 40)):
+        item, sample = random.choice("ab"), random.randrange(3)
+        turn = turns.get((item, sample), 0) + 1
+        turns[item, sample] = turn
+        history = histories.get((item, sample), [])
+        choice = random.random()
+        if choice < 0.5:
+            history = [*history, {"role": "tool", "content": random.choice(("x", "y", "z")) * 50}]
+        elif choice < 0.8:
+            history = [{"role": "user", "content": f"task {item} turn {turn}"}]
+        else:
+            history = [{"role": "user", "content": f"task {item} " + random.choice(("p", "q")) * 50}]
+        histories[item, sample] = history
+        extra = {"seed": random.randrange(2)} if random.random() < 0.5 else {}
+        records.append({**response(item, f"turn-{turn:03d}", list(history), **extra), "sample": sample})
+    return records
+
+
+def test_any_records_read_back_as_written_across_resumes() -> None:
+    """Whatever a run writes (histories that grow or start over, prompts another sample asked,
+    sessions resumed on the same file, compressed or not), reading gives it back exactly."""
+    for seed in range(300):
+        random = Random(seed)
+        records = _random_records(random)
+        with tempfile.TemporaryDirectory() as folder:
+            run_dir = Path(folder)
+            writer = RecordWriter(run_dir / "records-main.jsonl", "run-1", "0" * 64)
+            for record in records:
+                writer.write(record)
+                if random.random() < 0.1:
+                    writer.close(compress=random.random() < 0.5)
+                    expand_records(run_dir)
+                    writer = RecordWriter(run_dir / "records-main.jsonl", "run-1", "0" * 64)
+            writer.close(compress=random.random() < 0.5)
+            assert list(iter_records(run_dir)) == records, seed
