@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import importlib.util
 import json
 import re
 import shutil
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,10 +68,13 @@ def test_a_changed_data_file_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_task_reports_a_symptom_never_the_place_of_the_fix() -> None:
+    _, items = read_pool(pool_dir())
+    edits = {item["id"]: len(item.get("edits") or [item]) for item in items if item["type"] == "task"}
     for entry in TASKS:
         task = entry.task
         paths = task.changed_paths()
-        assert len(paths) == (2 if entry.bug_kind == TWO_FILES else 1), task.id
+        assert len(paths) == edits[task.id] == (2 if entry.bug_kind == TWO_FILES else len(paths)), task.id
+        assert len(paths) == 1 or entry.bug_kind in (TWO_FILES, REVERTED_FIX), task.id
         assert entry.fail_to_pass and set(entry.fail_to_pass) <= set(task.hidden_ids)
         assert all(path not in task.statement for path in paths), task.id
         assert task.statement.count("fails with") == len(paths), task.id
@@ -131,6 +138,65 @@ def test_a_real_fix_is_taken_back_out_only_where_it_stands_in_one_function() -> 
     assert reverted_fix("m.py", source, [("    return x\n", "    return x + 0\n")], "d") is None
     both = [fix, ("    return y - 1\n", "    return y + 1\n")]
     assert reverted_fix("m.py", source, both, "d") is None
+
+
+def _builder(monkeypatch: pytest.MonkeyPatch) -> Any:
+    spec = importlib.util.spec_from_file_location("build_swe_mutants", REPO / "fixtures/pools/build_swe_mutants.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    # Its dataclasses look their module up by name.
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _commit(repo: Path, files: dict[str, str], message: str) -> str:
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", message], check=True)
+    return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_a_real_fix_of_two_files_is_taken_back_out_of_both(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The builder's history step (fixtures/pools/build_swe_mutants.py): a fix of one function in
+    each of two package files is one candidate of two halves, both put back as they were; a fix
+    of three files, or one whose change to a file is not within one function, is none."""
+    builder = _builder(monkeypatch)
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    buggy = {
+        "pkg/a.py": "def f(x):\n    y = x\n    z = y > 0\n    w = z\n    return w\n\n\ndef h(x):\n    return x\n",
+        "pkg/b.py": "def g(x):\n    y = x\n    z = y < 0\n    w = z\n    return w\n",
+        **{f"pkg/{name}.py": f"def {name}(x):\n    return 1\n" for name in "cde"},
+        "tests/test_pkg.py": "def test_f():\n    pass\n",
+    }
+    _commit(repo, buggy, "start")
+    fixed = {
+        **buggy,
+        "pkg/a.py": buggy["pkg/a.py"].replace("y > 0", "y >= 0"),
+        "pkg/b.py": buggy["pkg/b.py"].replace("y < 0", "y <= 0"),
+    }
+    fix = _commit(repo, {**fixed, "tests/test_pkg.py": "def test_f():\n    assert True\n"}, "fix the boundary")
+    # Three files at once; and two files, one of them changed where its context spans two functions: none.
+    release = {**fixed, **{f"pkg/{name}.py": f"def {name}(x):\n    return 2\n" for name in "cde"}}
+    _commit(repo, {**release, "tests/test_pkg.py": "def test_f():\n    assert 1\n"}, "three files")
+    release = {**release, "pkg/a.py": release["pkg/a.py"].replace("return x\n", "return -x\n")}
+    release["pkg/c.py"] = "def c(x):\n    return 3\n"
+    head = _commit(repo, {**release, "tests/test_pkg.py": "def test_f():\n    assert 2\n"}, "two functions")
+    monkeypatch.setattr(builder, "HISTORY", {"demo": ("owner/demo", head)})
+    project = builder.Project("demo", "1", "0" * 64, "MIT", "", ("pkg",), "tests", ("test_pkg.py",), ("pkg/a.py",))
+    files = {name: text for name, text in release.items() if name.startswith("pkg/")}
+    (found,) = builder.history_candidates(project, files, repo)
+    assert [(half.path, half.function, half.kind) for half in found] == [
+        ("pkg/a.py", "f", REVERTED_FIX),
+        ("pkg/b.py", "g", REVERTED_FIX),
+    ]
+    assert all(half.detail == f"commit {fix}: fix the boundary" for half in found)
+    started = {half.path: files[half.path].replace(half.original, half.mutated) for half in found}
+    assert started == {"pkg/a.py": release["pkg/a.py"].replace("y >= 0", "y > 0"), "pkg/b.py": buggy["pkg/b.py"]}
 
 
 @pytest.mark.parametrize("entry", _one_per_project(), ids=lambda entry: entry.task.id)
