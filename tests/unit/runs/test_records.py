@@ -46,18 +46,23 @@ def conversation(item: str, turns: int) -> list[dict[str, Any]]:
     return records
 
 
+def _stored_plain(run_dir: Path, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The lines `records` are stored as, uncompressed (to measure what is stored once by itself;
+    compression is tested below), having checked that they read back as written."""
+    writer = RecordWriter(run_dir / "records-main.jsonl", "run-1", "0" * 64)
+    for record in records:
+        writer.write(record)
+    writer.close(compress=False)
+    assert list(iter_records(run_dir)) == records
+    return [json.loads(line) for line in (run_dir / "records-main.jsonl").read_text().splitlines()]
+
+
 def test_a_conversation_is_stored_once_and_read_back_whole(tmp_path: Path) -> None:
     first, second = conversation("a", 6), conversation("b", 6)
     # Two conversations interleaved, as concurrent tasks write them; then one that does not continue.
     written = [record for pair in zip(first, second, strict=True) for record in pair]
     written.append(response("a", "other", [{"role": "user", "content": "unrelated"}], temperature=0.5))
-    writer = RecordWriter(tmp_path / "records-main.jsonl", "run-1", "0" * 64)
-    for record in written:
-        writer.write(record)
-    # Plain, to measure what storing the history once saves by itself (compression is tested below).
-    writer.close(compress=False)
-    assert list(iter_records(tmp_path)) == written
-    raw = [json.loads(line) for line in (tmp_path / "records-main.jsonl").read_text().splitlines()]
+    raw = _stored_plain(tmp_path, written)
     continued = [record for record in raw if MESSAGES_FROM in record["request"]]
     assert len(continued) == 10
     assert all(record["request"][SAME_AS_BEFORE] == ["model", "tools"] for record in continued)
@@ -183,12 +188,7 @@ def test_a_prompt_asked_for_several_samples_is_stored_once(tmp_path: Path) -> No
         for sample in range(18)
         for item in ("b", "a")
     ]
-    writer = RecordWriter(tmp_path / "records-main.jsonl", "run-1", "0" * 64)
-    for record in written:
-        writer.write(record)
-    writer.close(compress=False)
-    assert list(iter_records(tmp_path)) == written
-    raw = [json.loads(line) for line in (tmp_path / "records-main.jsonl").read_text().splitlines()]
+    raw = _stored_plain(tmp_path, written)
     whole = [record for record in raw if MESSAGES_FROM not in record["request"]]
     assert [(record["item"], record["sample"]) for record in whole] == [("b", 0), ("a", 0)]
     assert all(
