@@ -621,13 +621,21 @@ def suite_pass_power(gated_suites: int) -> float:
     return float(RUN_PASS_POWER ** (1 / max(gated_suites, 1)))
 
 
+def gated_suite_count(baseline: StoredRun) -> int:
+    """How many suites share the run's PASS power: the baseline's accuracy suites. The plan, the
+    run's sequential rule and its replay by `compare` all size each suite from this count; the
+    run once sized every suite for 80% alone while its header printed the 96% a suite of six
+    needs (found by the whole default run's A/A, 2026-12-06)."""
+    return len(_scored(baseline))
+
+
 def plan_items(
     suite: str,
     totals: Mapping[str, ItemTotals],
     options: GateSettings,
     partner: StoredRun | None = None,
     *,
-    gated_suites: int = 1,
+    gated_suites: int,
     spend: tuple[float, float] | None = None,
     budget_items: int | None = None,
 ) -> SuitePlan:
@@ -679,7 +687,7 @@ def plan_baseline(
                 baseline.item_totals(suite),
                 options,
                 partner,
-                gated_suites=len(suites),
+                gated_suites=gated_suite_count(baseline),
                 spend=spends.get(suite),
                 budget_items=caps.get(suite),
             )

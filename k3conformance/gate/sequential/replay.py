@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from k3conformance.gate.sequential.plan import SuitePlan, a_a_partner, plan_items
+from k3conformance.gate.sequential.plan import SuitePlan, a_a_partner, gated_suite_count, plan_items
 from k3conformance.gate.sequential.rule import SequentialSuite
 from k3conformance.gate.sequential.state import suite_path, suite_rule
 from k3conformance.gate.settings import GateSettings
@@ -123,7 +123,9 @@ def _recomputed_plan(
         return "the stored order is not the baseline's item set"
     partner = a_a_partner(baseline, started_before=candidate.summary.get("started_at"))
     try:
-        plan = _planned(suite, tuple((item, totals[item]) for item in order), options, partner)
+        plan = _planned(
+            suite, tuple((item, totals[item]) for item in order), options, partner, gated_suite_count(baseline)
+        )
     except ValueError as error:
         return f"no plan can be made from the baseline ({error})"
     if not _same_design(stored, plan.run_design):
@@ -136,13 +138,17 @@ _PLANNED: dict[tuple[Any, ...], SuitePlan] = {}
 
 
 def _planned(
-    suite: str, totals: tuple[tuple[str, ItemTotals], ...], options: GateSettings, partner: StoredRun | None
+    suite: str,
+    totals: tuple[tuple[str, ItemTotals], ...],
+    options: GateSettings,
+    partner: StoredRun | None,
+    gated_suites: int,
 ) -> SuitePlan:
     """The plan (seconds of numerical work for a suite sampled in rounds), kept for the same
     inputs: re-gating one run under several options replans only what changed."""
-    key = (suite, totals, options, None if partner is None else (str(partner.path), partner.label))
+    key = (suite, totals, options, None if partner is None else (str(partner.path), partner.label), gated_suites)
     if key not in _PLANNED:
-        _PLANNED[key] = plan_items(suite, dict(totals), options, partner)
+        _PLANNED[key] = plan_items(suite, dict(totals), options, partner, gated_suites=gated_suites)
     return _PLANNED[key]
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from k3conformance.gate.sequential.chart import look_samples
-from k3conformance.gate.sequential.plan import SuitePlan, plan_items
+from k3conformance.gate.sequential.plan import SuitePlan, gated_suite_count, plan_items
 from k3conformance.gate.sequential.rule import BY_MAXIMUM, SequentialSuite, Stop
 from k3conformance.gate.settings import GateSettings
 from k3conformance.gate.verdict import RATE_EVENTS
@@ -472,4 +472,6 @@ def _plan_on(
     baseline: StoredRun, options: GateSettings, partner: StoredRun | None, suite: str, order: list[str]
 ) -> SuitePlan:
     totals = baseline.item_totals(suite)
-    return plan_items(suite, {item: totals[item] for item in order}, options, partner)
+    return plan_items(
+        suite, {item: totals[item] for item in order}, options, partner, gated_suites=gated_suite_count(baseline)
+    )

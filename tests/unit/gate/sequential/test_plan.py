@@ -328,3 +328,47 @@ def test_the_reach_note_never_contradicts_the_pass_power(seed: int) -> None:
             assert plan.pass_reachable, (plan.pass_no_change, plan.reach_note)
         if not plan.pass_reachable:
             assert plan.pass_no_change < 0.5, (plan.pass_no_change, plan.reach_note)
+
+
+def test_the_run_sizes_each_suite_as_the_plan_it_prints_and_compare_replays_it() -> None:
+    """The plan (`k3conformance plan`, the run's header) sizes each of the baseline's s accuracy
+    suites for 0.8^(1/s); the run's sequential rule and its replay must be that design. The run
+    once sized every suite for 80% alone: in the whole default run's A/A (2026-12-06, six suites)
+    the header said math's maximum was 236 items and the run stopped it at 171."""
+    from k3conformance.gate.sequential.plan import plan_baseline
+    from k3conformance.gate.sequential.replay import _recomputed_plan
+    from k3conformance.gate.sequential.state import SequentialRun
+    from k3conformance.gate.settings import GateSettings
+    from k3conformance.runs.stored import StoredRun
+    from k3conformance.scoring.item_score import ItemScore
+
+    def suite(count: int, right: int) -> dict[str, Any]:
+        scores = {}
+        for i in range(count):
+            score = ItemScore()
+            for sample in range(4):
+                score.add(float((i + sample) % 4 < right), answered=True, truncated=False, output_tokens=100)
+            scores[f"item-{i}"] = score.to_record()
+        return {"scores": scores}
+
+    # Math with more items than it needs, so that its maximum is the power's, not the items'.
+    suites = {"math": suite(3000, 3), "coding": suite(400, 2), "agentic_coding": suite(80, 3)}
+    settings = GateSettings(samples=4)
+    baseline = StoredRun({"suites": suites}, None)  # type: ignore[typeddict-item]
+    printed = {plan.suite: plan.run_design for plan in plan_baseline(baseline, settings)}
+    collected = {name: dict.fromkeys(entry["scores"], "") for name, entry in suites.items()}
+    run = SequentialRun.start(baseline, settings, "run-1", collected)
+    assert {name: entry.plan.run_design for name, entry in run.suites.items()} == printed
+    assert run.suites["math"].plan.run_design.max_items < 3000
+    assert all(entry.plan.pass_power_target == pytest.approx(0.8 ** (1 / 3)) for entry in run.suites.values())
+    recorded = {
+        "looks": settings.looks,
+        "max_items": None,
+        "sample_rounds": list(settings.sample_rounds),
+        "samples": settings.samples,
+    }
+    candidate = StoredRun({"suites": suites, "settings": recorded}, None)  # type: ignore[typeddict-item]
+    for name, entry in run.suites.items():
+        replayed = _recomputed_plan(entry.plan.run_design, name, entry.order, baseline, candidate, settings)
+        assert not isinstance(replayed, str), replayed
+        assert replayed.run_design == printed[name]
